@@ -1,0 +1,5 @@
+import sys
+
+from leaklab.cli import main
+
+sys.exit(main())

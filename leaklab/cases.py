@@ -1,0 +1,204 @@
+"""The catalog's cases: one ``cases/<slug>.toml`` declares everything about a case.
+
+A case is a leaky script ``cases/<slug>.py`` and its fixed twin(s) ``fixes/<slug>.py``; both
+define ``make_step(device)`` and run by themselves. The TOML file holds the metadata (title,
+seed section, the seed's claim and its status, the resource, references) and the expected
+verdicts per device and role, which the tests assert and the catalog prints. See
+``cases/README.md`` for every key.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leaklab.measure import RESOURCES
+from leaklab.report import Report, report_from_json
+from leaklab.runner import RunOptions, run_isolated, run_script
+from leaklab.verdict import VERDICTS, decide
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+CLAIM_STATUSES = ("confirmed", "not reproduced", "different mechanism", "not in seeds")
+ROLES = ("leak", "fix")
+SYMPTOMS = (
+    "allocated climbs every step",
+    "reserved climbs, allocated flat",
+    "host RAM climbs",
+    "workers' memory climbs",
+    "crash in a forked child",
+    "training slower",
+    "an error is raised",
+    "training goes wrong, memory flat",
+    "memory held, not growing",
+)
+_REQUIRED = ("title", "seed", "claim", "claim_status", "resource", "symptoms", "what", "why", "expect")
+
+
+class CaseError(ValueError):
+    """A case's TOML is malformed."""
+
+
+@dataclass
+class Case:
+    slug: str
+    meta: dict[str, Any]
+    leak: Path
+    fixes: list[Path]
+    toml: Path
+
+    @property
+    def title(self) -> str:
+        return self.meta["title"]
+
+    @property
+    def devices(self) -> list[str]:
+        return list(self.meta.get("devices", ["cpu", "cuda"]))
+
+    @property
+    def factory(self) -> str:
+        return self.meta.get("factory", "make_step")
+
+    def options(self, device: str, attribute: bool = False) -> RunOptions:
+        per_device = self.meta.get("run", {}).get(device, {})
+        return RunOptions(
+            steps=int(per_device.get("steps", self.meta.get("steps", 20))),
+            warmup=int(per_device.get("warmup", self.meta.get("warmup", 5))),
+            resources=tuple(per_device.get("resources", self.meta.get("resources", ()))),
+            attribute=attribute,
+        )
+
+    def expected(self, device: str, role: str) -> dict[str, Any]:
+        return self.meta["expect"].get(device, {}).get(role, {})
+
+    def scripts(self, role: str) -> list[Path]:
+        return [self.leak] if role == "leak" else self.fixes
+
+    def leak_lines(self) -> list[int]:
+        """Line numbers of the ``# LEAK:`` marks in the leaky script."""
+        return [i for i, line in enumerate(self.leak.read_text().splitlines(), 1) if "# LEAK:" in line]
+
+
+def load_case(toml_path: Path) -> Case:
+    slug = toml_path.stem
+    with open(toml_path, "rb") as handle:
+        meta = tomllib.load(handle)
+    missing = [key for key in _REQUIRED if key not in meta]
+    if missing:
+        raise CaseError(f"{toml_path}: missing {', '.join(missing)}")
+    if meta["claim_status"] not in CLAIM_STATUSES:
+        raise CaseError(f"{toml_path}: claim_status must be one of {CLAIM_STATUSES}")
+    unknown_symptoms = set(meta["symptoms"]) - set(SYMPTOMS)
+    if unknown_symptoms:
+        raise CaseError(f"{toml_path}: unknown symptoms {sorted(unknown_symptoms)}; known: {SYMPTOMS}")
+    root = toml_path.parent.parent
+    leak = root / "cases" / f"{slug}.py"
+    fixes = [root / p for p in meta.get("fixes", [f"fixes/{slug}.py"])]
+    for path in [leak, *fixes]:
+        if not path.is_file():
+            raise CaseError(f"{toml_path}: {path} does not exist")
+    for device, roles in meta["expect"].items():
+        for role, expectation in roles.items():
+            if device not in ("cpu", "cuda") or role not in ROLES:
+                raise CaseError(f"{toml_path}: expect.{device}.{role} is not a device.role")
+            for key, value in expectation.items():
+                if key in RESOURCES and value not in VERDICTS:
+                    raise CaseError(f"{toml_path}: expect.{device}.{role}.{key} = {value!r} is not a verdict")
+                if key not in RESOURCES and key not in ("raises", "metrics", "level_over_fix", "released"):
+                    raise CaseError(f"{toml_path}: expect.{device}.{role}.{key} is not a resource or check")
+    return Case(slug, meta, leak, fixes, toml_path)
+
+
+def discover(root: Path = ROOT) -> list[Case]:
+    """Every case under ``root/cases``, sorted by slug."""
+    return [load_case(path) for path in sorted((root / "cases").glob("*.toml"))]
+
+
+def get_case(slug: str, root: Path = ROOT) -> Case:
+    path = root / "cases" / f"{slug}.toml"
+    if not path.is_file():
+        known = ", ".join(case.slug for case in discover(root))
+        raise CaseError(f"no case {slug!r}; known cases: {known}")
+    return load_case(path)
+
+
+def run_case(case: Case, role: str, device: str, script: Path | None = None, attribute: bool = False) -> Report:
+    """Run one script of a case (the leak, or one of its fixes) under the check."""
+    script = script or case.scripts(role)[0]
+    options = case.options(device, attribute)
+    options.name = f"{case.slug}:{role}" + (f":{script.stem}" if script.stem != case.slug else "")
+    if case.meta.get("isolate") or case.meta.get("env"):
+        env = {key: str(value) for key, value in case.meta.get("env", {}).items()}
+        data = run_isolated(script, case.factory, device, options, env=env)
+        report = report_from_json(data)
+        report.name = options.name
+        return report
+    return run_script(script, case.factory, device, options)
+
+
+# --------------------------------------------------------------------------- expectations
+def metric_summary(values: list[float]) -> dict[str, float]:
+    first, last = values[0], values[-1]
+    return {
+        "mean": sum(values) / len(values),
+        "first": first,
+        "last": last,
+        "min": min(values),
+        "max": max(values),
+        "last_over_first": last / first if first else float("inf") if last else 1.0,
+    }
+
+
+def mismatches(report: Report, expectation: dict[str, Any], fix_report: Report | None = None) -> list[str]:
+    """What in ``report`` differs from ``expectation``; empty when it matches."""
+    problems: list[str] = []
+    expected_error = expectation.get("raises")
+    if expected_error is not None:
+        if report.error is None:
+            problems.append(f"expected the step to raise {expected_error!r}, but it ran ({report.summary()})")
+        elif expected_error not in report.error:
+            problems.append(f"expected {expected_error!r}, got {report.error}")
+        return problems
+    if report.error is not None:
+        return [f"step {report.failed_step} raised {report.error}"]
+    for key, verdict in expectation.items():
+        if key not in RESOURCES:
+            continue
+        result = report.resources.get(key)
+        if result is None:
+            problems.append(f"{key} was not measured")
+        elif result.verdict != verdict:
+            problems.append(f"{key}: expected {verdict}, got {result.verdict} ({result.per_step_bytes:,.0f} B/step)")
+    for metric, bounds in expectation.get("metrics", {}).items():
+        values = report.metrics.get(metric)
+        if not values:
+            problems.append(f"metric {metric!r} was not reported by the step")
+            continue
+        summary = metric_summary(values)
+        for bound, limit in bounds.items():
+            if bound == "verdict":
+                got = decide(values, 0.0).verdict
+                if got != limit:
+                    problems.append(f"metric {metric}: expected {limit}, got {got}")
+                continue
+            stat, _, side = bound.rpartition("_")
+            if stat not in summary or side not in ("min", "max"):
+                problems.append(f"metric {metric}: unknown bound {bound!r}")
+            elif (side == "min" and summary[stat] < limit) or (side == "max" and summary[stat] > limit):
+                problems.append(f"metric {metric}: {stat} = {summary[stat]:.4g}, expected {side} {limit}")
+    for resource, minimum in expectation.get("level_over_fix", {}).items():
+        if fix_report is None or resource not in fix_report.resources or resource not in report.resources:
+            problems.append(f"level_over_fix.{resource}: no fix run to compare with")
+            continue
+        extra = report.resources[resource].level_bytes - fix_report.resources[resource].level_bytes
+        if extra < minimum:
+            problems.append(f"{resource}: holds {extra:,.0f} B more than the fix, expected at least {minimum:,} B")
+    if expectation.get("released", True) and not report.released:
+        problems.append(f"memory not released after the run: leftover {report.leftover}, children {report.children_left}")
+    return problems

@@ -1,0 +1,230 @@
+"""The command line: ``leaklab check``, ``run``, ``compare`` and ``catalog``.
+
+Exit codes: 0 bounded / all as expected / no regression; 1 grows / a case did not behave as
+its catalog entry says / a regression; 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from leaklab.measure import RESOURCES, cuda_usable
+from leaklab.runner import (
+    BadInput,
+    RunOptions,
+    factory_from_script,
+    forget_script,
+    load_script,
+    parse_target,
+    run_factory,
+)
+from leaklab.verdict import BOUNDED, format_bytes
+
+EXIT_OK, EXIT_GROWS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _resources(value: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = [name for name in names if name not in RESOURCES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown resource {', '.join(unknown)}; known: {', '.join(RESOURCES)}")
+    return names
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep it to one line
+        self.exit(EXIT_BAD_INPUT, f"leaklab: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="leaklab", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    check = commands.add_parser("check", help="check your own step for leaks")
+    check.add_argument("target", help="PATH.py:FACTORY, where FACTORY(device) returns a callable running one step")
+    check.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    check.add_argument("--steps", type=int, default=20, help="measured steps (default 20)")
+    check.add_argument("--warmup", type=int, default=5, help="steps before the baseline (default 5)")
+    check.add_argument("--resource", type=_resources, default=(), help="comma-separated resources (default: all)")
+    check.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    check.add_argument("--attribute", action="store_true", help="name the line that allocated what stayed alive")
+    check.add_argument("--snapshot", metavar="FILE", help="(cuda) write an allocator snapshot for pytorch.org/memory_viz")
+    check.add_argument("--quiet", action="store_true", help="no per-step progress on stderr")
+
+    run = commands.add_parser("run", help="run the catalog's cases and print the verdict table")
+    run.add_argument("cases", nargs="*", help="case slugs (default: all)")
+    run.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
+    run.add_argument("--results", metavar="PATH", help="write every run's verdicts and figures to this JSON file")
+    run.add_argument("--plot", metavar="FILE", help="draw the leak's and the fix's curves (one case) to a PNG")
+    run.add_argument("--attribute", action="store_true", help="attribute each leak to a source line")
+    run.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
+
+    compare = commands.add_parser("compare", help="compare two results files (e.g. before and after a torch upgrade)")
+    compare.add_argument("old")
+    compare.add_argument("new")
+    compare.add_argument("--tolerance", type=float, default=0.25, help="relative change in bytes/step to report")
+
+    catalog = commands.add_parser("catalog", help="write CATALOG.md from the cases and the committed results")
+    catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
+    catalog.add_argument("--output", default=None, help="where to write (default: CATALOG.md at the repo root)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"check": cmd_check, "run": cmd_run, "compare": cmd_compare, "catalog": cmd_catalog}[args.command](args)
+    except BadInput as exc:
+        print(f"leaklab: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+# --------------------------------------------------------------------------- check
+def _progress(quiet: bool):  # noqa: ANN202
+    if quiet:
+        return None
+
+    def show(done: int, total: int, sample: dict[str, int]) -> None:
+        figures = "  ".join(f"{name} {format_bytes(value)}" for name, value in sample.items())
+        print(f"\r[{done}/{total}] {figures}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+    return show
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    path, factory_name = parse_target(args.target)
+    options = RunOptions(steps=args.steps, warmup=args.warmup, resources=args.resource,
+                         attribute=args.attribute or bool(args.snapshot), snapshot=args.snapshot,
+                         progress=_progress(args.quiet or args.json))
+    options.validate(args.device)
+    if args.snapshot and args.device != "cuda":
+        raise BadInput("--snapshot records the CUDA allocator's history: it needs --device cuda")
+    module = load_script(path)
+    try:
+        factory = factory_from_script(module, factory_name)
+
+        def checked_factory(device: str) -> Any:
+            try:
+                return factory(device)
+            except Exception as exc:
+                raise BadInput(f"{factory_name}({device!r}) raised {type(exc).__name__}: {exc}") from exc
+
+        report = run_factory(checked_factory, args.device, options)
+    finally:
+        forget_script(module)
+    report.name = args.target
+    if report.error is not None:
+        # The user's step raising is bad input for a leak check: say so, with its traceback.
+        print(report.traceback, file=sys.stderr, end="")
+        print(f"leaklab: {report.summary()}", file=sys.stderr)
+        if args.json:
+            print(json.dumps(report.to_json()))
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        print(report.curve())
+        print(report.summary())
+    return EXIT_OK if report.verdict == BOUNDED else EXIT_GROWS
+
+
+# --------------------------------------------------------------------------- run
+def _device(choice: str) -> str:
+    if choice == "auto":
+        return "cuda" if cuda_usable() else "cpu"
+    if choice == "cuda" and not cuda_usable():
+        raise BadInput("--device cuda was asked for, but torch sees no CUDA device here")
+    return choice
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from leaklab.cases import CaseError, discover, get_case, mismatches, run_case
+    from leaklab.plugin import format_table
+    from leaklab.results import entry, write_results
+
+    device = _device(args.device)
+    try:
+        cases = [get_case(slug) for slug in args.cases] if args.cases else discover()
+    except CaseError as exc:
+        raise BadInput(str(exc)) from exc
+    if args.plot and len(cases) != 1:
+        raise BadInput("--plot draws one case: name exactly one")
+    rows, entries, failures = [], [], 0
+    for case in cases:
+        if device not in case.devices:
+            rows.append({"case": case.slug, "leak": "-", "fix": "-", "resource": "-", "per step": "-",
+                         "as catalogued": f"skipped: {device} form not in this case", "seed claim": case.meta["claim_status"]})
+            continue
+        print(f"running {case.slug} on {device} ...", file=sys.stderr, flush=True)
+        reports = {"leak": [run_case(case, "leak", device, attribute=args.attribute)]}
+        reports["fix"] = [run_case(case, "fix", device, script) for script in case.fixes]
+        problems = mismatches(reports["leak"][0], case.expected(device, "leak"), reports["fix"][0])
+        for fix_report in reports["fix"]:
+            problems += mismatches(fix_report, case.expected(device, "fix"))
+        failures += bool(problems)
+        leak = reports["leak"][0]
+        rows.append({
+            "case": case.slug,
+            "leak": leak.verdict,
+            "fix": ",".join(r.verdict for r in reports["fix"]),
+            "resource": leak.resource or "-",
+            "per step": format_bytes(leak.per_step_bytes) if leak.verdict == "grows" else "-",
+            "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120],
+            "seed claim": case.meta["claim_status"],
+        })
+        for role, role_reports in reports.items():
+            for script, report in zip(case.scripts(role), role_reports, strict=False):
+                entries.append(entry(report, case=case.slug, role=role, script=script.stem))
+        if args.plot:
+            from leaklab.plot import plot_case
+
+            plot_case(case, reports["leak"][0], reports["fix"], args.plot)
+            print(f"curves written to {args.plot}", file=sys.stderr)
+    print(format_table(rows))
+    if args.results:
+        write_results(args.results, entries, device, note=args.note)
+        print(f"results written to {args.results}", file=sys.stderr)
+    return EXIT_GROWS if failures else EXIT_OK
+
+
+# --------------------------------------------------------------------------- compare / catalog
+def cmd_compare(args: argparse.Namespace) -> int:
+    from leaklab.results import compare, format_changes, load_results
+
+    try:
+        old, new = load_results(args.old), load_results(args.new)
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as exc:
+        raise BadInput(str(exc)) from exc
+    changes = compare(old, new, tolerance=args.tolerance)
+    print(f"old: torch {old['environment']['torch']} on {old['environment']['device_name']}")
+    print(f"new: torch {new['environment']['torch']} on {new['environment']['device_name']}")
+    print(format_changes(changes))
+    regressions = [c for c in changes if c.regression]
+    if regressions:
+        print(f"{len(regressions)} regression(s): a fix started leaking or a leak stopped reproducing")
+        return EXIT_GROWS
+    return EXIT_OK
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from leaklab.catalog import CATALOG_PATH, render
+
+    output = Path(args.output) if args.output else CATALOG_PATH
+    text = render()
+    if args.check:
+        if not output.is_file() or output.read_text() != text:
+            print(f"leaklab: {output} is stale; run `leaklab catalog` to regenerate it", file=sys.stderr)
+            return EXIT_GROWS
+        print(f"{output} is up to date")
+        return EXIT_OK
+    output.write_text(text)
+    print(f"wrote {output}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

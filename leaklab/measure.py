@@ -1,0 +1,311 @@
+"""Measuring: what each resource of this process holds right now.
+
+Every figure comes from an allocator's own counters, never from RSS:
+
+- ``device_allocated`` / ``device_reserved``: the CUDA caching allocator (``torch.cuda.memory_stats``).
+- ``cpu_tensors``: live CPU tensor storage bytes, counted exactly by :class:`LiveTensorBytes`
+  (PyTorch has no ``memory_allocated`` for the CPU).
+- ``host_heap``: bytes in use in the C heap (glibc ``mallinfo2``: ``uordblks + hblkhd``). Autograd
+  nodes, tensor metadata and storages all live there. Python's small objects live in pymalloc
+  arenas (mmap), which ``mallinfo2`` does not see; where glibc is absent we fall back to the
+  process's USS (psutil), which is coarser and says so in :data:`HOST_HEAP_SOURCE`.
+- ``pinned_host``: pinned host memory held by PyTorch's host caching allocator
+  (``torch.cuda.host_memory_stats``), where the torch version has it.
+- ``worker_memory``: unique memory (USS) of this process's children, e.g. DataLoader workers,
+  where copy-on-write pages that reference counting dirtied show up (RSS does not show them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+DEVICE_ALLOCATED = "device_allocated"
+DEVICE_RESERVED = "device_reserved"
+CPU_TENSORS = "cpu_tensors"
+HOST_HEAP = "host_heap"
+PINNED_HOST = "pinned_host"
+WORKER_MEMORY = "worker_memory"
+
+RESOURCES = (DEVICE_ALLOCATED, DEVICE_RESERVED, CPU_TENSORS, HOST_HEAP, PINNED_HOST, WORKER_MEMORY)
+
+DESCRIPTIONS = {
+    DEVICE_ALLOCATED: "device memory held by live tensors (torch.cuda.memory_allocated)",
+    DEVICE_RESERVED: "device memory reserved by the caching allocator (torch.cuda.memory_reserved)",
+    CPU_TENSORS: "bytes of live CPU tensor storages, autograd-saved ones included",
+    HOST_HEAP: "bytes in use in the process's C heap (glibc mallinfo2)",
+    PINNED_HOST: "pinned host memory held by PyTorch's host caching allocator",
+    WORKER_MEMORY: "unique memory (USS) of child processes such as DataLoader workers",
+}
+
+# Frames from these packages are never a leak site: we want the user's line that called them.
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(mod.__file__)) + os.sep
+    for mod in (torch, sys.modules[__name__.split(".")[0]])
+    if getattr(mod, "__file__", None)
+)
+
+
+def cuda_usable() -> bool:
+    """True where a CUDA device can be used by this process."""
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+# --------------------------------------------------------------------------- host heap
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]
+
+
+def _load_mallinfo2() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+_MALLINFO2 = _load_mallinfo2()
+HOST_HEAP_SOURCE = "glibc mallinfo2 (uordblks + hblkhd)" if _MALLINFO2 else "psutil USS (no glibc mallinfo2 here)"
+
+
+def host_heap_bytes() -> int:
+    """Bytes the process's C heap has handed out and not taken back."""
+    if _MALLINFO2 is not None:
+        info = _MALLINFO2()
+        return int(info.uordblks + info.hblkhd)
+    return int(psutil.Process().memory_full_info().uss)
+
+
+# --------------------------------------------------------------------------- cpu tensors
+@dataclass
+class _Storage:
+    ref: StorageWeakRef
+    nbytes: int
+    site: tuple[tuple[str, int, str], ...] | None
+
+
+def user_stack(limit: int = 8) -> tuple[tuple[str, int, str], ...]:
+    """The calling frames outside torch and leaklab, innermost first: (file, line, function)."""
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None and len(frames) < limit:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_LIBRARY_DIRS) and not filename.startswith("<frozen"):
+            frames.append((filename, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    return tuple(frames)
+
+
+class LiveTensorBytes(TorchDispatchMode):
+    """Counts the bytes of CPU tensor storages that are alive, exactly.
+
+    Every tensor an operator returns passes through ``__torch_dispatch__``; we keep a weak
+    reference to its storage (keyed by the storage's address, so views are counted once) and
+    sum the storages that have not died. Tensors saved for backward are outputs of operators
+    too, so memory that only autograd keeps alive is counted, and stops being counted when the
+    graph is freed. Tensors that existed before the mode was entered are not seen: take the
+    baseline inside the mode. With ``record_sites`` each storage remembers the user frames that
+    allocated it (see :func:`user_stack`), for attributing a leak to a line.
+    """
+
+    def __init__(self, record_sites: bool = False) -> None:
+        super().__init__()
+        self.record_sites = record_sites
+        self._storages: dict[int, _Storage] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        out = func(*args, **(kwargs or {}))
+        for item in tree_flatten(out)[0]:
+            if isinstance(item, torch.Tensor) and item.device.type == "cpu" and not item.is_sparse:
+                self._track(item)
+        return out
+
+    def _track(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        ref = StorageWeakRef(storage)
+        known = self._storages.get(ref.cdata)
+        if known is not None and not known.ref.expired():
+            known.nbytes = storage.nbytes()  # resize_ and out= ops change a storage's size
+            return
+        site = user_stack() if self.record_sites else None
+        self._storages[ref.cdata] = _Storage(ref, storage.nbytes(), site)
+
+    def _prune(self) -> None:
+        dead = [key for key, entry in self._storages.items() if entry.ref.expired()]
+        for key in dead:
+            del self._storages[key]
+
+    def live_bytes(self) -> int:
+        self._prune()
+        return sum(entry.nbytes for entry in self._storages.values())
+
+    def live_storages(self) -> list[_Storage]:
+        self._prune()
+        return list(self._storages.values())
+
+    def keys(self) -> set[int]:
+        self._prune()
+        return set(self._storages)
+
+
+# --------------------------------------------------------------------------- device / pinned
+def device_counters() -> dict[str, int]:
+    """The CUDA caching allocator's counters that the suite reports (current device)."""
+    stats = torch.cuda.memory_stats()
+    keys = (
+        "allocated_bytes.all.current", "reserved_bytes.all.current", "allocated_bytes.all.peak",
+        "inactive_split_bytes.all.current", "num_device_alloc", "num_device_free",
+        "num_sync_all_streams", "num_alloc_retries", "num_ooms",
+    )
+    return {key: int(stats.get(key, 0)) for key in keys}
+
+
+def pinned_host_bytes() -> int | None:
+    """Pinned host bytes held by PyTorch's host caching allocator, or None where unknown."""
+    stats_fn = getattr(torch.cuda, "host_memory_stats", None)
+    if stats_fn is None or not cuda_usable():
+        return None
+    stats = stats_fn()
+    for key in ("reserved_bytes.current", "allocated_bytes.current", "active_bytes.current"):
+        if key in stats:
+            return int(stats[key])
+    return 0
+
+
+def worker_uss_bytes() -> int:
+    """Sum of the unique memory (USS) of this process's live children."""
+    total = 0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            total += child.memory_full_info().uss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return total
+
+
+def live_children() -> list[psutil.Process]:
+    """Child processes of this process that are still running (zombies excluded)."""
+    alive = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+# --------------------------------------------------------------------------- the probe
+def measurable(device: str) -> tuple[str, ...]:
+    """Resources that can be read for a run on ``device`` (defaults leave out costly ones)."""
+    if device == "cuda":
+        found = [DEVICE_ALLOCATED, DEVICE_RESERVED, HOST_HEAP, WORKER_MEMORY]
+        if getattr(torch.cuda, "host_memory_stats", None) is not None:
+            found.append(PINNED_HOST)
+        return tuple(found)
+    return (CPU_TENSORS, HOST_HEAP, WORKER_MEMORY)
+
+
+def warm_up_cuda() -> None:
+    """Create the CUDA context and cuBLAS/cuDNN handles before any baseline is taken.
+
+    PyTorch's own CudaMemoryLeakCheck does the same: the first matmul allocates a cuBLAS
+    workspace that would otherwise look like a leak of the first measured step.
+    """
+    a = torch.ones(64, 64, device="cuda")
+    (a @ a).sum().item()
+    conv = torch.nn.functional.conv2d(torch.ones(1, 3, 8, 8, device="cuda"), torch.ones(4, 3, 3, 3, device="cuda"))
+    conv.sum().item()
+    torch.cuda.synchronize()
+
+
+@dataclass
+class Probe:
+    """Reads every requested resource; a context manager because the CPU tensor count needs one."""
+
+    device: str = "cpu"
+    resources: tuple[str, ...] = field(default_factory=tuple)
+    record_sites: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.resources:
+            self.resources = measurable(self.device)
+        unknown = set(self.resources) - set(RESOURCES)
+        if unknown:
+            raise ValueError(f"unknown resource(s) {sorted(unknown)}; known: {', '.join(RESOURCES)}")
+        self.tensors: LiveTensorBytes | None = None
+
+    def __enter__(self) -> Probe:
+        if self.device == "cuda":
+            warm_up_cuda()
+        if CPU_TENSORS in self.resources or self.record_sites and self.device == "cpu":
+            self.tensors = LiveTensorBytes(record_sites=self.record_sites)
+            self.tensors.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tensors is not None:
+            self.tensors.__exit__(None, None, None)
+
+    def sample(self) -> dict[str, int]:
+        """One reading of every resource, in bytes."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        readings: dict[str, int] = {}
+        for resource in self.resources:
+            if resource == DEVICE_ALLOCATED:
+                readings[resource] = torch.cuda.memory_allocated()
+            elif resource == DEVICE_RESERVED:
+                readings[resource] = torch.cuda.memory_reserved()
+            elif resource == CPU_TENSORS:
+                readings[resource] = self.tensors.live_bytes() if self.tensors else 0
+            elif resource == HOST_HEAP:
+                readings[resource] = host_heap_bytes()
+            elif resource == PINNED_HOST:
+                readings[resource] = pinned_host_bytes() or 0
+            elif resource == WORKER_MEMORY:
+                readings[resource] = worker_uss_bytes()
+        return readings
+
+    def settle(self) -> None:
+        """Collect garbage (cycles included) and wait for the device, before a reference reading."""
+        gc.collect()
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+
+def storage_key(tensor: torch.Tensor) -> int:
+    """The identity of a tensor's storage, as :class:`LiveTensorBytes` keys it."""
+    return StorageWeakRef(tensor.untyped_storage()).cdata
+
+
+def format_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+__all__ = [
+    "CPU_TENSORS", "DEVICE_ALLOCATED", "DEVICE_RESERVED", "DESCRIPTIONS", "HOST_HEAP", "HOST_HEAP_SOURCE",
+    "LiveTensorBytes", "PINNED_HOST", "Probe", "RESOURCES", "WORKER_MEMORY", "cuda_usable", "device_counters",
+    "host_heap_bytes", "live_children", "measurable", "pinned_host_bytes", "storage_key", "user_stack",
+    "warm_up_cuda", "worker_uss_bytes",
+]

@@ -1,0 +1,107 @@
+"""Deciding a verdict from a series of samples taken after warm-up.
+
+``grows``   a steady upward trend: the robust slope over the whole series and over its second
+            half both exceed the resource's noise floor.
+``plateau`` the series rose by more than the floor would explain, then stopped: the second
+            half is flat (a bounded cache filling up).
+``bounded`` no trend after warm-up.
+
+Slopes are Theil-Sen estimates (the median of all pairwise slopes), so a single
+garbage-collection drop or a one-off allocation does not move them. Nothing is random, so the
+same series always gets the same verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+from leaklab.measure import (
+    CPU_TENSORS,
+    DEVICE_ALLOCATED,
+    DEVICE_RESERVED,
+    HOST_HEAP,
+    PINNED_HOST,
+    WORKER_MEMORY,
+)
+
+GROWS = "grows"
+BOUNDED = "bounded"
+PLATEAU = "plateau"
+RAISES = "raises"
+VERDICTS = (GROWS, PLATEAU, BOUNDED, RAISES)
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+# The smallest growth per step that we call a trend, per resource. Tensor counts are exact, so
+# their floor is one CUDA block (512 B); heap and process figures move with allocator noise.
+NOISE_FLOOR = {
+    DEVICE_ALLOCATED: 512,
+    CPU_TENSORS: 512,
+    DEVICE_RESERVED: 256 * KiB,
+    HOST_HEAP: 1 * KiB,
+    PINNED_HOST: 4 * KiB,
+    WORKER_MEMORY: 64 * KiB,
+}
+
+
+def theil_sen_slope(values: list[float]) -> float:
+    """Median of the slopes between every pair of samples (x = step index)."""
+    slopes = [
+        (values[j] - values[i]) / (j - i)
+        for i in range(len(values))
+        for j in range(i + 1, len(values))
+    ]
+    return median(slopes) if slopes else 0.0
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The verdict on one series, with the figures that support it."""
+
+    verdict: str
+    per_step_bytes: float   # robust slope over the whole series
+    tail_per_step_bytes: float  # robust slope over the second half
+    rise_bytes: float       # median of the second half minus the first sample
+    floor_bytes: float
+
+    def steps_to_exhaust(self, current: float, capacity: float) -> int | None:
+        """Steps until ``capacity`` bytes would be used at this rate, for a growing series."""
+        if self.verdict != GROWS or self.per_step_bytes <= 0:
+            return None
+        return max(0, int((capacity - current) / self.per_step_bytes))
+
+
+def decide(samples: list[float], floor: float) -> Trend:
+    """Verdict on a series whose first sample is the baseline taken after warm-up."""
+    if len(samples) < 3:
+        raise ValueError(f"a verdict needs at least 3 samples (a baseline and 2 steps), got {len(samples)}")
+    half = samples[len(samples) // 2:]
+    slope = theil_sen_slope(samples)
+    tail_slope = theil_sen_slope(half)
+    rise = median(half) - samples[0]
+    if slope > floor and tail_slope > floor:
+        verdict = GROWS
+    elif rise > floor * (len(samples) - 1) / 2 and tail_slope <= floor:
+        verdict = PLATEAU
+    else:
+        verdict = BOUNDED
+    return Trend(verdict, slope, tail_slope, rise, floor)
+
+
+def decide_truncated(samples: list[float], floor: float) -> Trend:
+    """A series the budget stopped: it grew past the budget, so it grows; give its slope."""
+    slope = theil_sen_slope(samples)
+    return Trend(GROWS, slope, slope, samples[-1] - samples[0], floor)
+
+
+def format_bytes(value: float) -> str:
+    """Human-readable bytes with a sign where it matters: 2.0 MiB, -512 B."""
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if value >= size:
+            return f"{sign}{value / size:.1f} {unit}"
+    return f"{sign}{value:.0f} B"

@@ -1,0 +1,44 @@
+"""Every case pair: the leak shows its measured behaviour, every fix shows its own, and each
+assertion fails on the other twin (a mutation check that needs no extra run)."""
+
+import pytest
+
+from leaklab.cases import discover, mismatches
+
+CASES = discover()
+
+
+def _params():
+    for case in CASES:
+        for device in case.devices:
+            marks = [pytest.mark.cuda] if device == "cuda" else []
+            for role in ("leak", "fix"):
+                for script in case.scripts(role):
+                    label = script.stem if script.stem != case.slug else role
+                    yield pytest.param(case, device, role, script, id=f"{case.slug}-{device}-{label}", marks=marks)
+
+
+@pytest.mark.parametrize(("case", "device", "role", "script"), list(_params()))
+def test_case(case, device, role, script, leak_check, benchmark):
+    benchmark.group = f"{case.slug}-{device}"
+    report = benchmark.pedantic(leak_check.case_report, args=(case, role, device, script), rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        verdict=report.verdict,
+        resource=report.resource,
+        per_step_bytes=report.per_step_bytes,
+        peak_bytes=report.resources[report.resource].peak_bytes if report.resources else None,
+        median_step_seconds=report.median_step_seconds,
+    )
+    needs_fix = role == "leak" and "level_over_fix" in case.expected(device, role)
+    fix_report = leak_check.case_report(case, "fix", device) if needs_fix else None
+    leak_check.expect(report, case.expected(device, role), fix_report)
+    if role == "fix":
+        # Mutation check, both ways: the leak's assertions must fail on this fix, and this fix's
+        # assertions must fail on the leak; otherwise one of them tests nothing.
+        leak_report = leak_check.case_report(case, "leak", device)
+        assert mismatches(report, case.expected(device, "leak"), report), (
+            f"{case.slug}: the leak's expectations also hold for the fix {script.name}"
+        )
+        assert mismatches(leak_report, case.expected(device, "fix")), (
+            f"{case.slug}: the fix's expectations also hold for the leak"
+        )
