@@ -8,7 +8,21 @@ from typing import Any
 
 import torch
 
+from leaklab.measure import (
+    CPU_TENSORS,
+    DEVICE_ALLOCATED,
+    DEVICE_RESERVED,
+    HOST_HEAP,
+    PINNED_HOST,
+    WORKER_MEMORY,
+)
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
+
+
+# When several resources grow, the headline names the most specific: CPU tensor storages are
+# malloc'd, so a tensor leak on the CPU also grows the host heap; the heap is named only when
+# no tensor count explains the growth.
+HEADLINE_ORDER = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, WORKER_MEMORY, DEVICE_RESERVED, HOST_HEAP)
 
 
 @dataclass
@@ -95,10 +109,9 @@ class Report:
         if not self.resources:
             return None
         verdict = self.verdict
-        matching = [r for r in self.resources.values() if r.verdict == verdict]
-        if verdict in (GROWS, PLATEAU) and matching:
-            key = (lambda r: r.per_step_bytes) if verdict == GROWS else (lambda r: r.trend.rise_bytes)
-            return max(matching, key=key).resource
+        for resource in HEADLINE_ORDER:
+            if resource in self.resources and (verdict == BOUNDED or self.resources[resource].verdict == verdict):
+                return resource
         return next(iter(self.resources))
 
     @property

@@ -39,7 +39,7 @@ from leaklab.measure import (
     live_children,
 )
 from leaklab.report import Report, ResourceResult
-from leaklab.verdict import NOISE_FLOOR, GiB, MiB, decide, decide_truncated
+from leaklab.verdict import NOISE_FLOOR, PLATEAU_MIN, GiB, MiB, decide, decide_truncated
 
 Step = Callable[[], Any]
 Factory = Callable[[str], Step]
@@ -170,7 +170,7 @@ def _decide_all(report, samples, before, after, budget, options, device) -> None
         if report.stopped_by_budget == resource or (report.stopped_by_budget and len(series) < 3):
             trend = decide_truncated(series, NOISE_FLOOR[resource])
         else:
-            trend = decide(series, NOISE_FLOOR[resource])
+            trend = decide(series, NOISE_FLOOR[resource], PLATEAU_MIN[resource])
         total = series[-1] if resource not in (CPU_TENSORS, HOST_HEAP) else series[-1] - before[resource]
         result = ResourceResult(resource, series, trend, before[resource], after[resource])
         result.steps_to_exhaust = trend.steps_to_exhaust(total, capacity)

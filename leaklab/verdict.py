@@ -3,7 +3,8 @@
 ``grows``   a steady upward trend: the robust slope over the whole series and over its second
             half both exceed the resource's noise floor.
 ``plateau`` the series rose by more than the floor would explain, then stopped: the second
-            half is flat (a bounded cache filling up).
+            half is flat, and the rise is larger than the second half's own swing (a bounded
+            cache filling up; a sawtooth is not a plateau).
 ``bounded`` no trend after warm-up.
 
 Slopes are Theil-Sen estimates (the median of all pairwise slopes), so a single
@@ -46,6 +47,17 @@ NOISE_FLOOR = {
     WORKER_MEMORY: 64 * KiB,
 }
 
+# A plateau smaller than this is warm-up state settling (lazy initialisation, allocator caches),
+# not a cache worth reporting.
+PLATEAU_MIN = {
+    DEVICE_ALLOCATED: 64 * KiB,
+    CPU_TENSORS: 64 * KiB,
+    DEVICE_RESERVED: 2 * MiB,
+    HOST_HEAP: 1 * MiB,
+    PINNED_HOST: 1 * MiB,
+    WORKER_MEMORY: 1 * MiB,
+}
+
 
 def theil_sen_slope(values: list[float]) -> float:
     """Median of the slopes between every pair of samples (x = step index)."""
@@ -74,7 +86,7 @@ class Trend:
         return max(0, int((capacity - current) / self.per_step_bytes))
 
 
-def decide(samples: list[float], floor: float) -> Trend:
+def decide(samples: list[float], floor: float, plateau_min: float = 0.0) -> Trend:
     """Verdict on a series whose first sample is the baseline taken after warm-up."""
     if len(samples) < 3:
         raise ValueError(f"a verdict needs at least 3 samples (a baseline and 2 steps), got {len(samples)}")
@@ -84,7 +96,8 @@ def decide(samples: list[float], floor: float) -> Trend:
     rise = median(half) - samples[0]
     if slope > floor and tail_slope > floor:
         verdict = GROWS
-    elif rise > floor * (len(samples) - 1) / 2 and tail_slope <= floor:
+    elif (rise > max(floor * (len(samples) - 1) / 2, plateau_min) and rise > max(half) - min(half)
+          and tail_slope <= floor):
         verdict = PLATEAU
     else:
         verdict = BOUNDED

@@ -1,0 +1,87 @@
+"""The CLI's contract: exit 0 bounded, 1 grows, 2 bad input with one clear line."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from leaklab.cli import main
+
+STEPS = str(Path(__file__).parent / "data" / "user_steps.py")
+
+
+def run(capsys, *args):
+    try:
+        code = main(["check", *args, "--quiet"])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bounded_step_exits_0(capsys):
+    code, out, _ = run(capsys, f"{STEPS}:bounded", "--steps", "10", "--warmup", "2")
+    assert code == 0
+    assert "bounded" in out.splitlines()[-1]
+
+
+def test_growing_step_exits_1_and_names_the_resource(capsys):
+    code, out, _ = run(capsys, f"{STEPS}:grows", "--steps", "10", "--warmup", "2")
+    assert code == 1
+    assert out.splitlines()[-1].startswith(f"{STEPS}:grows: grows in cpu_tensors by 8.0 KiB/step")
+
+
+def test_json_has_the_documented_fields(capsys):
+    code, out, _ = run(capsys, f"{STEPS}:grows", "--steps", "6", "--warmup", "1", "--json")
+    data = json.loads(out)
+    assert code == 1
+    assert {"verdict", "resource", "per_step_bytes", "samples", "device", "torch"} <= set(data)
+    assert data["verdict"] == "grows" and data["resource"] == "cpu_tensors" and data["device"] == "cpu"
+    assert data["per_step_bytes"] == 8192 and len(data["samples"]) == 7
+
+
+def test_attribute_names_the_line(capsys):
+    code, out, _ = run(capsys, f"{STEPS}:grows", "--steps", "6", "--warmup", "1", "--attribute")
+    assert code == 1
+    line = next(i for i, text in enumerate(Path(STEPS).read_text().splitlines(), 1) if "outputs.append" in text)
+    assert f"allocated at user_steps.py:{line}" in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.py:make_step"], "no such file: missing.py"),
+        ([f"{STEPS}:nope"], "has no 'nope'"),
+        ([f"{STEPS}:NOT_CALLABLE"], "is a int, not a callable"),
+        ([f"{STEPS}:not_a_step"], "returned int, not a callable"),
+        ([f"{STEPS}:broken_factory"], "broken_factory('cpu') raised RuntimeError: cannot build the model"),
+        ([f"{STEPS}:bounded", "--steps", "1"], "steps must be at least 2"),
+        ([f"{STEPS}:bounded", "--warmup", "-1"], "warmup must be 0 or more"),
+        ([f"{STEPS}:bounded", "--resource", "vram"], "unknown resource vram"),
+        ([f"{STEPS}:bad name"], "is not a Python name"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, args, message):
+    code, out, err = run(capsys, *args)
+    assert code == 2, (out, err)
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_cuda_without_gpu_exits_2(capsys, monkeypatch):
+    monkeypatch.setattr("leaklab.runner.cuda_usable", lambda: False)
+    code, _, err = run(capsys, f"{STEPS}:bounded", "--device", "cuda")
+    assert code == 2
+    assert "no CUDA device" in err
+
+
+def test_a_step_that_raises_exits_2_with_its_traceback(capsys):
+    code, _, err = run(capsys, f"{STEPS}:raises", "--steps", "5", "--warmup", "1")
+    assert code == 2
+    assert "Traceback" in err and 'raise ValueError("bad batch")' in err
+    assert err.strip().splitlines()[-1] == f"leaklab: {STEPS}:raises: step 2 raised ValueError: bad batch"
+
+
+def test_run_rejects_an_unknown_case(capsys):
+    assert main(["run", "no_such_case"]) == 2
+    assert "no case 'no_such_case'" in capsys.readouterr().err

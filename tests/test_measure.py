@@ -1,0 +1,87 @@
+"""The measures against allocations whose size we know."""
+
+import ctypes
+
+import pytest
+import torch
+
+from leaklab.measure import HOST_HEAP_SOURCE, LiveTensorBytes, Probe, host_heap_bytes, user_stack
+
+
+def test_counts_a_new_tensor_exactly_and_forgets_it_when_it_dies():
+    with LiveTensorBytes() as tracker:
+        base = tracker.live_bytes()
+        x = torch.empty(1000, 250)  # 1,000,000 bytes of float32
+        assert tracker.live_bytes() - base == 1_000_000
+        view = x[10:20]
+        assert tracker.live_bytes() - base == 1_000_000, "a view shares its base's storage"
+        del x
+        assert tracker.live_bytes() - base == 1_000_000, "the view still pins the whole storage"
+        del view
+        assert tracker.live_bytes() - base == 0
+
+
+def test_counts_tensors_that_only_autograd_keeps():
+    with LiveTensorBytes() as tracker:
+        w = torch.randn(500, 500, requires_grad=True)      # 1,000,000 B
+        base = tracker.live_bytes()
+        x = torch.randn(500, 500)                           # 1,000,000 B
+        y = (x @ w).relu()                                  # matmul out (freed) + relu out, saved
+        loss = y.sum()
+        del x, y                                            # only the graph keeps x and relu's output
+        assert tracker.live_bytes() - base == 2_000_000 + 4  # x, relu output, the scalar loss
+        loss.backward()                                     # frees the saved tensors, makes w.grad
+        assert tracker.live_bytes() - base == 1_000_000 + 4
+        del loss
+        w.grad = None
+        assert tracker.live_bytes() - base == 0
+
+
+def test_sees_storage_resized_in_place():
+    with LiveTensorBytes() as tracker:
+        base = tracker.live_bytes()
+        x = torch.empty(10)
+        x.resize_(1000)
+        torch.add(x, 1, out=x)
+        assert tracker.live_bytes() - base == 4000
+
+
+def test_records_the_user_line_that_allocated():
+    with LiveTensorBytes(record_sites=True) as tracker:
+        keep = torch.ones(100)  # the line to find
+        entry = next(e for e in tracker.live_storages() if e.nbytes == 400)
+        filename, lineno, function = entry.site[0]
+        assert filename == __file__ and function == "test_records_the_user_line_that_allocated"
+        assert "the line to find" in open(__file__).read().splitlines()[lineno - 1]
+        del keep
+
+
+@pytest.mark.skipif(not HOST_HEAP_SOURCE.startswith("glibc"), reason="host heap is read from glibc's mallinfo2 here only")
+def test_host_heap_sees_a_known_malloc_and_its_free():
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = host_heap_bytes()
+    block = libc.malloc(8 * 1024 * 1024)
+    grown = host_heap_bytes() - before
+    libc.free(block)
+    shrunk = host_heap_bytes() - before
+    assert 8 * 1024 * 1024 <= grown < 8 * 1024 * 1024 + 64 * 1024
+    assert abs(shrunk) < 64 * 1024
+
+
+def test_probe_reads_every_cpu_resource():
+    with Probe("cpu") as probe:
+        sample = probe.sample()
+    assert set(sample) == {"cpu_tensors", "host_heap", "worker_memory"}
+    assert all(isinstance(v, int) and v >= 0 for v in sample.values())
+
+
+def test_probe_rejects_an_unknown_resource():
+    with pytest.raises(ValueError, match="unknown resource"):
+        Probe("cpu", ("gpu_ram",))
+
+
+def test_user_stack_skips_torch_frames():
+    frames = user_stack()
+    assert frames and frames[0][0] == __file__
