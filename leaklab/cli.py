@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new")
     compare.add_argument("--tolerance", type=float, default=0.25, help="relative change in bytes/step to report")
 
+    bench = commands.add_parser("bench", help="measure the harness's own overheads (and empty_cache on a GPU)")
+    bench.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
+    bench.add_argument("--results", metavar="PATH", help="write the figures to this JSON file")
+    bench.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
+
     catalog = commands.add_parser("catalog", help="write CATALOG.md from the cases and the committed results")
     catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
     catalog.add_argument("--output", default=None, help="where to write (default: CATALOG.md at the repo root)")
@@ -77,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"check": cmd_check, "run": cmd_run, "compare": cmd_compare, "catalog": cmd_catalog}[args.command](args)
+        return {"check": cmd_check, "run": cmd_run, "compare": cmd_compare, "bench": cmd_bench,
+                "catalog": cmd_catalog}[args.command](args)
     except BadInput as exc:
         print(f"leaklab: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -207,6 +213,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if regressions:
         print(f"{len(regressions)} regression(s): a fix started leaking or a leak stopped reproducing")
         return EXIT_GROWS
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from leaklab import timing
+    from leaklab.results import write_results
+
+    device = _device(args.device)
+    measurements = {f"probe_overhead_{device}": lambda: timing.probe_overhead(device)}
+    if device == "cuda":
+        measurements["history_overhead_cuda"] = timing.history_overhead
+        measurements["empty_cache_resnet18"] = timing.empty_cache_ratios
+    else:
+        measurements["tracker_overhead_cpu"] = timing.tracker_overhead
+    figures = {}
+    for name, measure in measurements.items():
+        print(f"measuring {name} ...", file=sys.stderr, flush=True)
+        figures[name] = measure()
+        print(f"{name}:\n{timing.format_ratios(figures[name])}\n")
+    if args.results:
+        write_results(args.results, [], device, note=args.note, benchmarks=figures)
+        print(f"results written to {args.results}", file=sys.stderr)
     return EXIT_OK
 
 

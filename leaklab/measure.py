@@ -192,22 +192,46 @@ def pinned_host_bytes() -> int | None:
     return 0
 
 
-def worker_uss_bytes() -> int:
-    """Sum of the unique memory (USS) of this process's live children."""
-    total = 0
-    for child in psutil.Process().children(recursive=True):
+def child_pids(pid: int | None = None) -> list[int]:
+    """Pids of the descendants of ``pid`` (default: this process).
+
+    Reads ``/proc/<pid>/task/*/children`` (about 30 µs), where psutil's ``children()`` scans all
+    of ``/proc`` (about 1 ms): this runs after every measured step.
+    """
+    pid = os.getpid() if pid is None else pid
+    tasks = f"/proc/{pid}/task"
+    if not os.path.isdir(tasks):
         try:
-            total += child.memory_full_info().uss
+            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+    found: list[int] = []
+    for tid in os.listdir(tasks):
+        try:
+            with open(f"{tasks}/{tid}/children") as handle:
+                found += [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+    return found + [grandchild for child in found for grandchild in child_pids(child)]
+
+
+def worker_uss_bytes() -> int:
+    """Sum of the unique memory (USS) of this process's live descendants."""
+    total = 0
+    for pid in child_pids():
+        try:
+            total += psutil.Process(pid).memory_full_info().uss
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return total
 
 
 def live_children() -> list[psutil.Process]:
-    """Child processes of this process that are still running (zombies excluded)."""
+    """Descendants of this process that are still running (zombies excluded)."""
     alive = []
-    for child in psutil.Process().children(recursive=True):
+    for pid in child_pids():
         try:
+            child = psutil.Process(pid)
             if child.status() != psutil.STATUS_ZOMBIE:
                 alive.append(child)
         except psutil.NoSuchProcess:

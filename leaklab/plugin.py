@@ -33,6 +33,7 @@ class LabState:
     reports: dict[tuple[str, str, str, str], Report] = field(default_factory=dict)  # (slug, role, device, script)
     cases: dict[str, Case] = field(default_factory=dict)
     loose: list[Report] = field(default_factory=list)   # users' own checks
+    benchmarks: dict[str, Any] = field(default_factory=dict)  # timing summaries (empty_cache, overheads)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -122,6 +123,17 @@ def leak_check(request: pytest.FixtureRequest) -> LeakCheck:
     return LeakCheck(request.node, state, request.config.getoption("--leaklab-attribute"))
 
 
+@pytest.fixture
+def leaklab_record(request: pytest.FixtureRequest) -> Callable[[str, Any], None]:
+    """Keep a benchmark's figures (e.g. the empty_cache ratios) for the results file."""
+    state = request.config.stash[_STATE]
+
+    def record(name: str, data: Any) -> None:
+        state.benchmarks[name] = data
+
+    return record
+
+
 # --------------------------------------------------------------------------- session end
 def lab_rows(state: LabState) -> list[dict[str, str]]:
     """One row per case and device: what the lab teaches, read off this session's runs."""
@@ -164,20 +176,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "leaklab: what each case did here")
         terminalreporter.write_line(format_table(rows))
     path = config.getoption("--leaklab-results")
-    if path and (state.reports or state.loose):
+    if path and (state.reports or state.loose or state.benchmarks):
         terminalreporter.write_line(f"leaklab results written to {path}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(_STATE, None)
     path = session.config.getoption("--leaklab-results")
-    if state is None or not path:
+    if state is None or not path or not (state.reports or state.loose or state.benchmarks):
         return
     entries = [entry(report, case=slug, role=role, script=script)
                for (slug, role, _device, script), report in state.reports.items()]
     entries += [entry(report) for report in state.loose]
     devices = {e["device"] for e in entries}
-    write_results(path, entries, "cuda" if "cuda" in devices else "cpu", note="written by pytest --leaklab-results")
+    write_results(path, entries, "cuda" if "cuda" in devices or state.benchmarks else "cpu",
+                  note="written by pytest --leaklab-results", benchmarks=state.benchmarks)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -18,7 +18,6 @@ from leaklab.measure import (
 )
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
 
-
 # When several resources grow, the headline names the most specific: CPU tensor storages are
 # malloc'd, so a tensor leak on the CPU also grows the host heap; the heap is named only when
 # no tensor count explains the growth.

@@ -62,7 +62,8 @@ def entry(report: Report, **extra: Any) -> dict[str, Any]:
     return kept
 
 
-def write_results(path: str | Path, entries: list[dict[str, Any]], device: str, note: str = "") -> None:
+def write_results(path: str | Path, entries: list[dict[str, Any]], device: str, note: str = "",
+                  benchmarks: dict[str, Any] | None = None) -> None:
     """Write one results file. ``entries`` come from :func:`entry`; each has a unique ``name``."""
     document = {
         "format": FORMAT,
@@ -71,6 +72,7 @@ def write_results(path: str | Path, entries: list[dict[str, Any]], device: str, 
         "note": note,
         "environment": environment(device),
         "runs": {f"{e['device']}/{e['name']}": e for e in sorted(entries, key=lambda e: (e["device"], e["name"]))},
+        "benchmarks": benchmarks or {},
     }
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
