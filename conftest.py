@@ -4,5 +4,6 @@ installed, its pytest11 entry point has already loaded the plugin."""
 
 from importlib.metadata import entry_points
 
-if not any(ep.name == "leaklab" for ep in entry_points(group="pytest11")):
-    pytest_plugins = ["leaklab.plugin"]
+LEAKLAB_INSTALLED = any(ep.name == "leaklab" for ep in entry_points(group="pytest11"))
+
+pytest_plugins = ["pytester"] + ([] if LEAKLAB_INSTALLED else ["leaklab.plugin"])

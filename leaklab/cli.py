@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
     run.add_argument("--results", metavar="PATH", help="write every run's verdicts and figures to this JSON file")
     run.add_argument("--plot", metavar="FILE", help="draw the leak's and the fix's curves (one case) to a PNG")
+    run.add_argument("--plot-dir", metavar="DIR", help="draw every case's curves to DIR/<case>-<device>.png")
     run.add_argument("--attribute", action="store_true", help="attribute each leak to a source line")
     run.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
 
@@ -185,11 +186,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         for role, role_reports in reports.items():
             for script, report in zip(case.scripts(role), role_reports, strict=False):
                 entries.append(entry(report, case=case.slug, role=role, script=script.stem))
-        if args.plot:
+        plot_path = args.plot or (args.plot_dir and Path(args.plot_dir) / f"{case.slug}-{device}.png")
+        if plot_path:
             from leaklab.plot import plot_case
 
-            plot_case(case, reports["leak"][0], reports["fix"], args.plot)
-            print(f"curves written to {args.plot}", file=sys.stderr)
+            plot_case(case, reports["leak"][0], reports["fix"], plot_path)
+            print(f"curves written to {plot_path}", file=sys.stderr)
     print(format_table(rows))
     if args.results:
         write_results(args.results, entries, device, note=args.note)

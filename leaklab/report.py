@@ -235,7 +235,14 @@ class Report:
 def device_name(device: str) -> str:
     if device == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    return platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return f"CPU: {line.split(':', 1)[1].strip()}"
+    except OSError:
+        pass
+    return f"CPU: {platform.processor() or platform.machine()}"
 
 
 def report_from_json(data: dict[str, Any]) -> Report:
