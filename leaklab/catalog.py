@@ -154,6 +154,12 @@ def _benchmarks(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     out = []
     for filename, document in results:
         for name, summary in sorted(document.get("benchmarks", {}).items()):
+            if not all("ratio" in row for row in summary.values()):
+                out += [f"### {name} ({_where(document)}, [{filename}](results/{filename}))", "",
+                        "| resource | one reading (median) |", "| --- | --- |"]
+                out += [f"| `{resource}` | {row['median_us']:.1f} µs |" for resource, row in summary.items()]
+                out.append("")
+                continue
             out += [f"### {name} ({_where(document)}, [{filename}](results/{filename}))", "",
                     "| variant | median step | ratio to the first | ratio IQR | device allocs | device frees | syncs |",
                     "| --- | --- | --- | --- | --- | --- | --- |"]

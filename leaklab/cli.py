@@ -234,8 +234,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
         figures[name] = measure()
         print(f"{name}:\n{timing.format_ratios(figures[name])}\n")
+    costs = timing.probe_costs(device)
+    print("one reading of each resource:", ", ".join(f"{k} {v['median_us']:.0f} µs" for k, v in costs.items()))
     if args.results:
-        write_results(args.results, [], device, note=args.note, benchmarks=figures)
+        write_results(args.results, [], device, note=args.note, benchmarks={**figures, "probe_costs": costs})
         print(f"results written to {args.results}", file=sys.stderr)
     return EXIT_OK
 

@@ -110,7 +110,7 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
     children_before = {p.pid for p in live_children()}
     probe = Probe(device, tuple(options.resources), record_sites=options.attribute)
     with probe:
-        probe.settle()
+        probe.settle(clear_workspaces=True)
         before = probe.sample()
         step = factory(device)
         if not callable(step):
@@ -154,7 +154,7 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
             end = device_counters()
             report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
         del step
-        probe.settle()
+        probe.settle(clear_workspaces=True)
         after = probe.sample()
 
     if report.error is None:

@@ -172,6 +172,25 @@ def probe_overhead(device: str, rounds: int = 40) -> dict[str, dict[str, Any]]:
     return ratios(results, "probe off")
 
 
+def probe_costs(device: str, calls: int = 200) -> dict[str, dict[str, Any]]:
+    """Microseconds one reading of each resource costs, after a resnet18 step (median of calls)."""
+    from leaklab.measure import Probe, measurable
+
+    step = resnet18_step(device)
+    step()
+    synchronize(device)
+    costs: dict[str, dict[str, Any]] = {}
+    for resource in measurable(device):
+        with Probe(device, (resource,)) as probe:
+            times = []
+            for _ in range(calls):
+                started = time.perf_counter()
+                probe.sample()
+                times.append(time.perf_counter() - started)
+        costs[resource] = {"median_us": median(times) * 1e6, "quartiles_us": [q * 1e6 for q in quantiles(times, n=4)[::2]]}
+    return costs
+
+
 def tracker_overhead(rounds: int = 20) -> dict[str, dict[str, Any]]:
     """CPU only: a resnet18 step outside and inside the live-tensor tracker, with and without
     recording allocation sites (what ``cpu_tensors`` and ``--attribute`` cost)."""
