@@ -80,6 +80,15 @@ class Case:
     def scripts(self, role: str) -> list[Path]:
         return [self.leak] if role == "leak" else self.fixes
 
+    def markers(self, device: str) -> list[str]:
+        """The pytest markers (see leaklab.marks) a run of this case on ``device`` needs."""
+        names = ["cuda"] if device == "cuda" else []
+        if int(self.meta.get("needs_gpus", 1)) >= 2:
+            names.append("multi_gpu")
+        if "IPython" in self.meta.get("extra_imports", []):
+            names.append("needs_ipython")
+        return names
+
     def leak_lines(self) -> list[int]:
         """Line numbers of the ``# LEAK:`` marks in the leaky script."""
         return [i for i, line in enumerate(self.leak.read_text().splitlines(), 1) if "# LEAK:" in line]

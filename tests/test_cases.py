@@ -11,7 +11,7 @@ CASES = discover()
 def _params():
     for case in CASES:
         for device in case.devices:
-            marks = [pytest.mark.cuda] if device == "cuda" else []
+            marks = [getattr(pytest.mark, name) for name in case.markers(device)]
             for role in ("leak", "fix"):
                 for script in case.scripts(role):
                     label = script.stem if script.stem != case.slug else role

@@ -85,3 +85,17 @@ def test_a_step_that_raises_exits_2_with_its_traceback(capsys):
 def test_run_rejects_an_unknown_case(capsys):
     assert main(["run", "no_such_case"]) == 2
     assert "no case 'no_such_case'" in capsys.readouterr().err
+
+
+@pytest.mark.cuda
+def test_cuda_attribution_and_snapshot(capsys, tmp_path):
+    import pickle
+
+    snapshot = tmp_path / "snap.pickle"
+    code, out, _ = run(capsys, f"{STEPS}:grows", "--device", "cuda", "--steps", "6", "--warmup", "2",
+                       "--snapshot", str(snapshot))
+    assert code == 1
+    line = next(i for i, text in enumerate(Path(STEPS).read_text().splitlines(), 1) if "outputs.append" in text)
+    assert "grows in device_allocated by 8.0 KiB/step" in out and f"allocated at user_steps.py:{line}" in out
+    data = pickle.loads(snapshot.read_bytes())
+    assert "segments" in data and "device_traces" in data  # what pytorch.org/memory_viz reads
