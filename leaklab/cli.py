@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = commands.add_parser("catalog", help="write CATALOG.md from the cases and the committed results")
     catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
     catalog.add_argument("--output", default=None, help="where to write (default: CATALOG.md at the repo root)")
+    catalog.add_argument("--curves", action="store_true", help="also redraw docs/curves/*.png from the committed results")
     return parser
 
 
@@ -190,7 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if plot_path:
             from leaklab.plot import plot_case
 
-            plot_case(case, reports["leak"][0], reports["fix"], plot_path)
+            plot_case(case, reports["leak"][0].to_json(), [r.to_json() for r in reports["fix"]], plot_path)
             print(f"curves written to {plot_path}", file=sys.stderr)
     print(format_table(rows))
     if args.results:
@@ -253,6 +254,15 @@ def cmd_catalog(args: argparse.Namespace) -> int:
             return EXIT_GROWS
         print(f"{output} is up to date")
         return EXIT_OK
+    if args.curves:
+        from leaklab.cases import discover
+        from leaklab.catalog import CURVES_DIR, load_all_results
+        from leaklab.plot import plot_results
+
+        for _, document in load_all_results():
+            for path in plot_results(discover(), document, CURVES_DIR):
+                print(f"drew {path}")
+        text = render()  # the entries link the curves that now exist
     output.write_text(text)
     print(f"wrote {output}")
     return EXIT_OK

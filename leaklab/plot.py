@@ -1,49 +1,89 @@
-"""Memory curves: the leak's series against the fix's, per step (needs matplotlib: the plot extra)."""
+"""Memory curves: the leak's series against the fix's, per step (needs matplotlib: the plot extra).
+
+Curves are drawn from results entries (``Report.to_json()`` or a results file's runs), so the
+catalog's pictures can be redrawn from the committed measurements without running anything.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from leaklab.cases import Case
 from leaklab.measure import DESCRIPTIONS
-from leaklab.report import Report
 from leaklab.runner import BadInput
 
 
-def plot_case(case: Case, leak: Report, fixes: list[Report], path: str | Path) -> None:
-    """One small figure: the case's resource (and any other that moved) per step, leak and fix."""
+def _pyplot() -> Any:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
     except ImportError as exc:
-        raise BadInput("--plot needs matplotlib: pip install 'leaklab[plot]'") from exc
-    resources = [case.meta["resource"]] if case.meta["resource"] in leak.resources else []
-    resources += [r for r, result in leak.resources.items()
-                  if r not in resources and result.verdict != "bounded"]
-    resources = resources or [leak.resource]
-    figure, axes = plt.subplots(1, len(resources), figsize=(4.8 * len(resources), 3.2), squeeze=False)
-    for axis, resource in zip(axes[0], resources, strict=True):
-        span = max(abs(v - r.resources[resource].samples[0]) for r in [leak, *fixes]
-                   if resource in r.resources for v in r.resources[resource].samples)
-        unit, scale = ("MiB", 2**20) if span >= 2**20 else ("KiB", 2**10)
-        for report, style in [(leak, "-o"), *[(fix, "-s") for fix in fixes]]:
-            if resource not in report.resources:
-                continue
-            samples = report.resources[resource].samples
-            scaled = [(value - samples[0]) / scale for value in samples]
-            axis.plot(range(len(scaled)), scaled, style, markersize=3, label=f"{report.name.split(':', 1)[-1]}: {report.resources[resource].verdict}")
-        axis.set_title(f"{case.slug} ({leak.device})\n{resource}", fontsize=9)
+        raise BadInput("drawing curves needs matplotlib: pip install 'leaklab[plot]'") from exc
+    return plt
+
+
+def plot_case(case: Case, leak: dict[str, Any], fixes: list[dict[str, Any]], path: str | Path) -> None:
+    """One small figure: the case's resource (and any other that moved in the leak), per step,
+    for the leak and each fix; the leak's staircase against the fix's flat line."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    runs = [leak, *fixes]
+    resources = [case.meta["resource"]] if case.meta["resource"] in leak["resources"] else []
+    resources += [r for r, result in leak["resources"].items() if r not in resources and result["verdict"] != "bounded"]
+    resources = resources or ([leak["resource"]] if leak.get("resource") else [])
+    metrics = [m for m in leak.get("metrics", {}) if leak["metrics"][m]] if not resources else []
+    panels = [("resource", r) for r in resources] + [("metric", m) for m in metrics]
+    if not panels:
+        raise BadInput(f"{case.slug}: nothing to draw (the leak raised: {leak.get('error')})")
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 3.3), squeeze=False)
+    for axis, (kind, name) in zip(axes[0], panels, strict=True):
+        series = []
+        for run in runs:
+            if kind == "resource" and name in run["resources"]:
+                samples = run["resources"][name]["samples"]
+                series.append((run, [v - samples[0] for v in samples], run["resources"][name]["verdict"]))
+            elif kind == "metric" and run.get("metrics", {}).get(name):
+                series.append((run, run["metrics"][name], ""))
+        span = max((abs(v) for _, values, _ in series for v in values), default=0)
+        unit, scale = ("", 1) if kind == "metric" else ("MiB", 2**20) if span >= 2**20 else ("KiB", 2**10)
+        for (run, values, verdict), style in zip(series, ["-o", "-s", "-^", "-v"], strict=False):
+            label = run["name"].split(":", 1)[-1] + (f": {verdict}" if verdict else "")
+            axis.plot(range(len(values)), [v / scale for v in values], style, markersize=3, label=label)
+        axis.set_title(f"{case.slug} ({leak['device_name']}, torch {leak['torch']})\n{name}", fontsize=8)
         axis.set_xlabel("measured step (0 = baseline after warm-up)", fontsize=8)
-        axis.set_ylabel(f"{unit} above baseline", fontsize=8)
+        axis.set_ylabel(f"{unit} above baseline" if unit else name, fontsize=8)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.tick_params(labelsize=7)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-        axis.annotate(DESCRIPTIONS.get(resource, ""), (0.01, -0.38), xycoords="axes fraction", fontsize=6, color="gray")
+        if kind == "resource":
+            axis.annotate(DESCRIPTIONS.get(name, ""), (0.0, -0.36), xycoords="axes fraction", fontsize=6, color="gray")
     figure.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(figure)
+
+
+def plot_results(cases: list[Case], document: dict[str, Any], directory: Path) -> list[Path]:
+    """Draw ``<case>-<device>.png`` for every case with a leak run in a results document."""
+    written = []
+    by_case: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in document["runs"].values():
+        if run.get("case"):
+            slot = by_case.setdefault((run["case"], run["device"]), {"leak": None, "fix": []})
+            if run["role"] == "leak":
+                slot["leak"] = run
+            else:
+                slot["fix"].append(run)
+    known = {case.slug: case for case in cases}
+    for (slug, device), slot in sorted(by_case.items()):
+        if slug not in known or slot["leak"] is None or slot["leak"]["verdict"] == "raises":
+            continue
+        path = directory / f"{slug}-{device}.png"
+        plot_case(known[slug], slot["leak"], sorted(slot["fix"], key=lambda r: r["name"]), path)
+        written.append(path)
+    return written
