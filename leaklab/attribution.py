@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import linecache
 import os
+import types
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -148,7 +149,7 @@ def _graph_holders(step: Callable[[], Any], depth: int = 4, limit: int = 20_000)
     for _ in range(depth):
         next_frontier = []
         for path, obj in frontier:
-            if id(obj) in seen or len(seen) > limit or isinstance(obj, type) or callable(obj) and depth == 0:
+            if id(obj) in seen or len(seen) > limit or isinstance(obj, (type, types.ModuleType)):
                 continue
             seen.add(id(obj))
             if isinstance(obj, torch.Tensor):
