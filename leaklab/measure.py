@@ -116,6 +116,20 @@ def user_stack(limit: int = 8) -> tuple[tuple[str, int, str], ...]:
     return tuple(frames)
 
 
+_FORKED_CHILD = False
+
+
+def _mark_forked_child() -> None:
+    global _FORKED_CHILD
+    _FORKED_CHILD = True
+
+
+# A forked child (a DataLoader worker) inherits the dispatch mode; it must not count there: the
+# child's tensors are not the parent's, and tracking them would slow the worker and grow its heap.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked_child)
+
+
 class LiveTensorBytes(TorchDispatchMode):
     """Counts the bytes of CPU tensor storages that are alive, exactly.
 
@@ -135,6 +149,8 @@ class LiveTensorBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         out = func(*args, **(kwargs or {}))
+        if _FORKED_CHILD:
+            return out
         for item in tree_flatten(out)[0]:
             if isinstance(item, torch.Tensor) and item.device.type == "cpu" and not item.is_sparse:
                 self._track(item)

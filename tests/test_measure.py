@@ -85,3 +85,23 @@ def test_probe_rejects_an_unknown_resource():
 def test_user_stack_skips_torch_frames():
     frames = user_stack()
     assert frames and frames[0][0] == __file__
+
+
+def test_forked_dataloader_workers_do_not_track_tensors():
+    # The tracker is inherited by forked workers; there it must pass operators straight through.
+    import multiprocessing
+
+    from leaklab import measure
+
+    def child(queue):
+        queue.put((measure._FORKED_CHILD, torch.ones(3).sum().item()))
+
+    with LiveTensorBytes():
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        process = context.Process(target=child, args=(queue,))
+        process.start()
+        forked, value = queue.get(timeout=30)
+        process.join(timeout=30)
+    assert forked is True and value == 3.0
+    assert measure._FORKED_CHILD is False
