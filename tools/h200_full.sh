@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The full GPU run on the lent H200 (device tool), from the bare checkout: every cuda-marked test
+# (case pairs, attribution, empty_cache benchmark), the catalog's results file, and the
+# harness's overheads. Writes under $OUT: pytest.log, bench.json (pytest-benchmark),
+# h200-torch<version>.json (results the catalog reads), h200-bench-torch<version>.json.
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
+WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+SECONDS=0
+timeout 540 python3 -m pytest -m cuda -p no:cacheprovider -q -rs "$@" \
+  --benchmark-json "$OUT/bench.json" --leaklab-results "$OUT/h200-torch$TORCH.json" 2>&1 | tee "$OUT/pytest.log"
+echo "cuda suite wall time: ${SECONDS}s"
+python3 - "$OUT/h200-torch$TORCH.json" "$WHEN" <<'PY'
+import json, sys
+path, when = sys.argv[1], sys.argv[2]
+doc = json.load(open(path))
+doc["note"] = f"python3 -m pytest -m cuda --leaklab-results on the lent NVIDIA H200 (device tool), {when}"
+json.dump(doc, open(path, "w"), indent=1)
+PY
