@@ -12,10 +12,8 @@ Run it: python cases/hook_caching.py
 import torch
 from torch import nn
 
-activations = {}
 
-
-def get_activation(name: str):
+def get_activation(activations: dict, name: str):
     def hook(module, inputs, output):
         activations[name] = output.detach()  # FIX: only the latest output, without its graph
     return hook
@@ -23,9 +21,9 @@ def get_activation(name: str):
 
 def make_step(device: str):
     torch.manual_seed(0)
-    activations.clear()
     model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 10)).to(device)
-    model[1].register_forward_hook(get_activation("hidden"))
+    activations = {}
+    model[1].register_forward_hook(get_activation(activations, "hidden"))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     criterion = nn.CrossEntropyLoss()
     inputs = torch.randn(256, 512, device=device)
@@ -36,7 +34,8 @@ def make_step(device: str):
         loss = criterion(model(inputs), targets)
         loss.backward()
         optimizer.step()
-        return {"held_tensors": len(held(activations))}
+        kept = held(activations)
+        return {"held_tensors": len(kept), "held_mib": sum(t.untyped_storage().nbytes() for t in kept) / 2**20}
 
     return train_step
 
@@ -53,8 +52,6 @@ if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     train_step = make_step(device)
     for step in range(1, 31):
-        train_step()
-        tensors = held(activations)
-        kept = sum(t.untyped_storage().nbytes() for t in tensors) / 2**20
+        kept = train_step()
         allocated = f"  device allocated {torch.cuda.memory_allocated() / 2**20:.1f} MiB" if device == "cuda" else ""
-        print(f"step {step:2d}  activations hold {len(tensors):2d} tensor(s), {kept:5.1f} MiB{allocated}")
+        print(f"step {step:2d}  activations hold {kept['held_tensors']:2.0f} tensor(s), {kept['held_mib']:5.1f} MiB{allocated}")
