@@ -13,6 +13,9 @@ Every figure comes from an allocator's own counters, never from RSS:
   (``torch.cuda.host_memory_stats``), where the torch version has it.
 - ``worker_memory``: unique memory (USS) of this process's children, e.g. DataLoader workers,
   where copy-on-write pages that reference counting dirtied show up (RSS does not show them).
+- ``shared_memory``: bytes of the shared-memory files that this process and its children hold
+  open: batches that DataLoader workers have produced and the main process has not consumed
+  live there, and no per-process counter (USS, the heap) sees them.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ CPU_TENSORS = "cpu_tensors"
 HOST_HEAP = "host_heap"
 PINNED_HOST = "pinned_host"
 WORKER_MEMORY = "worker_memory"
+SHARED_MEMORY = "shared_memory"
 
-RESOURCES = (DEVICE_ALLOCATED, DEVICE_RESERVED, CPU_TENSORS, HOST_HEAP, PINNED_HOST, WORKER_MEMORY)
+RESOURCES = (DEVICE_ALLOCATED, DEVICE_RESERVED, CPU_TENSORS, HOST_HEAP, PINNED_HOST, WORKER_MEMORY, SHARED_MEMORY)
 
 DESCRIPTIONS = {
     DEVICE_ALLOCATED: "device memory held by live tensors (torch.cuda.memory_allocated)",
@@ -48,6 +52,7 @@ DESCRIPTIONS = {
     HOST_HEAP: "bytes in use in the process's C heap (glibc mallinfo2)",
     PINNED_HOST: "pinned host memory held by PyTorch's host caching allocator",
     WORKER_MEMORY: "unique memory (USS) of child processes such as DataLoader workers",
+    SHARED_MEMORY: "shared-memory files (/dev/shm) held open by this process and its children, e.g. batches in flight from DataLoader workers",
 }
 
 # Frames from these packages are never a leak site: we want the user's line that called them.
@@ -259,15 +264,44 @@ def worker_uss_bytes() -> int:
     return total
 
 
+def shared_memory_bytes() -> int:
+    """Bytes of distinct /dev/shm files held open by this process and its descendants (Linux)."""
+    seen: dict[tuple[int, int], int] = {}
+    for pid in [os.getpid(), *child_pids()]:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"{fd_dir}/{fd}").startswith("/dev/shm/"):
+                    continue
+                info = os.stat(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            seen[(info.st_dev, info.st_ino)] = info.st_size
+    return sum(seen.values())
+
+
+# multiprocessing's resource tracker and forkserver live as long as the parent by design; they
+# are not something a step left running.
+_INFRASTRUCTURE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
 def live_children() -> list[psutil.Process]:
-    """Descendants of this process that are still running (zombies excluded)."""
+    """Descendants of this process that are still running (zombies and multiprocessing's
+    process-lifetime helpers excluded)."""
     alive = []
     for pid in child_pids():
         try:
             child = psutil.Process(pid)
-            if child.status() != psutil.STATUS_ZOMBIE:
-                alive.append(child)
-        except psutil.NoSuchProcess:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if any(marker in " ".join(child.cmdline()) for marker in _INFRASTRUCTURE):
+                continue
+            alive.append(child)
+        except psutil.Error:
             continue
     return alive
 
@@ -276,11 +310,11 @@ def live_children() -> list[psutil.Process]:
 def measurable(device: str) -> tuple[str, ...]:
     """Resources that can be read for a run on ``device`` (defaults leave out costly ones)."""
     if device == "cuda":
-        found = [DEVICE_ALLOCATED, DEVICE_RESERVED, HOST_HEAP, WORKER_MEMORY]
-        if getattr(torch.cuda, "host_memory_stats", None) is not None:
+        found = [DEVICE_ALLOCATED, DEVICE_RESERVED, HOST_HEAP, WORKER_MEMORY, SHARED_MEMORY]
+        if getattr(torch._C, "_cuda_hostMemoryStats", None) is not None:
             found.append(PINNED_HOST)
         return tuple(found)
-    return (CPU_TENSORS, HOST_HEAP, WORKER_MEMORY)
+    return (CPU_TENSORS, HOST_HEAP, WORKER_MEMORY, SHARED_MEMORY)
 
 
 def warm_up_cuda() -> None:
@@ -344,6 +378,8 @@ class Probe:
                 readings[resource] = pinned_host_bytes() or 0
             elif resource == WORKER_MEMORY:
                 readings[resource] = worker_uss_bytes()
+            elif resource == SHARED_MEMORY:
+                readings[resource] = shared_memory_bytes()
         return readings
 
     def settle(self, clear_workspaces: bool = False) -> None:
@@ -372,7 +408,7 @@ def format_exception(exc: BaseException) -> str:
 
 __all__ = [
     "CPU_TENSORS", "DEVICE_ALLOCATED", "DEVICE_RESERVED", "DESCRIPTIONS", "HOST_HEAP", "HOST_HEAP_SOURCE",
-    "LiveTensorBytes", "PINNED_HOST", "Probe", "RESOURCES", "WORKER_MEMORY", "cuda_usable", "device_counters",
+    "LiveTensorBytes", "PINNED_HOST", "Probe", "RESOURCES", "SHARED_MEMORY", "WORKER_MEMORY", "cuda_usable", "device_counters",
     "host_heap_bytes", "live_children", "measurable", "pinned_host_bytes", "storage_key", "user_stack",
     "warm_up_cuda", "worker_uss_bytes",
 ]

@@ -14,6 +14,7 @@ from leaklab.measure import (
     DEVICE_RESERVED,
     HOST_HEAP,
     PINNED_HOST,
+    SHARED_MEMORY,
     WORKER_MEMORY,
 )
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
@@ -21,7 +22,7 @@ from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
 # When several resources grow, the headline names the most specific: CPU tensor storages are
 # malloc'd, so a tensor leak on the CPU also grows the host heap; the heap is named only when
 # no tensor count explains the growth.
-HEADLINE_ORDER = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, WORKER_MEMORY, DEVICE_RESERVED, HOST_HEAP)
+HEADLINE_ORDER = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, DEVICE_RESERVED, HOST_HEAP)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from leaklab.measure import (
     DEVICE_RESERVED,
     HOST_HEAP,
     PINNED_HOST,
+    SHARED_MEMORY,
     WORKER_MEMORY,
     Probe,
     cuda_usable,
@@ -53,11 +54,12 @@ DEFAULT_BUDGET = {
     DEVICE_RESERVED: 2 * GiB,
     PINNED_HOST: 1 * GiB,
     WORKER_MEMORY: 1 * GiB,
+    SHARED_MEMORY: 2 * GiB,
 }
 
 # After the step is dropped, these must be back where they were (caches such as reserved or
 # pinned memory are allowed to stay, and the heap keeps lazily initialised state).
-RELEASE_TOLERANCE = {DEVICE_ALLOCATED: 64 * 1024, CPU_TENSORS: 64 * 1024, WORKER_MEMORY: 0}
+RELEASE_TOLERANCE = {DEVICE_ALLOCATED: 64 * 1024, CPU_TENSORS: 64 * 1024, WORKER_MEMORY: 0, SHARED_MEMORY: 0}
 
 
 class BadInput(ValueError):

@@ -23,6 +23,7 @@ from leaklab.measure import (
     DEVICE_RESERVED,
     HOST_HEAP,
     PINNED_HOST,
+    SHARED_MEMORY,
     WORKER_MEMORY,
 )
 
@@ -45,6 +46,7 @@ NOISE_FLOOR = {
     HOST_HEAP: 1 * KiB,
     PINNED_HOST: 4 * KiB,
     WORKER_MEMORY: 64 * KiB,
+    SHARED_MEMORY: 64 * KiB,
 }
 
 # A plateau smaller than this is warm-up state settling (lazy initialisation, allocator caches),
@@ -56,6 +58,7 @@ PLATEAU_MIN = {
     HOST_HEAP: 1 * MiB,
     PINNED_HOST: 1 * MiB,
     WORKER_MEMORY: 1 * MiB,
+    SHARED_MEMORY: 1 * MiB,
 }
 
 

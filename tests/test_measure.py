@@ -73,7 +73,7 @@ def test_host_heap_sees_a_known_malloc_and_its_free():
 def test_probe_reads_every_cpu_resource():
     with Probe("cpu") as probe:
         sample = probe.sample()
-    assert set(sample) == {"cpu_tensors", "host_heap", "worker_memory"}
+    assert set(sample) == {"cpu_tensors", "host_heap", "worker_memory", "shared_memory"}
     assert all(isinstance(v, int) and v >= 0 for v in sample.values())
 
 
@@ -105,3 +105,24 @@ def test_forked_dataloader_workers_do_not_track_tensors():
         process.join(timeout=30)
     assert forked is True and value == 3.0
     assert measure._FORKED_CHILD is False
+
+
+def test_shared_memory_sees_batches_in_flight_from_workers():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from leaklab.measure import shared_memory_bytes
+
+    batch_bytes = 16 * 3 * 32 * 32 * 4
+    loader = DataLoader(TensorDataset(torch.randn(512, 3, 32, 32)), batch_size=16, num_workers=2,
+                        prefetch_factor=2, multiprocessing_context="fork")
+    before = shared_memory_bytes()
+    iterator = iter(loader)
+    batch = next(iterator)
+    import time
+
+    deadline = time.monotonic() + 20
+    while shared_memory_bytes() - before < 4 * batch_bytes and time.monotonic() < deadline:
+        time.sleep(0.05)  # the workers refill the prefetch queue: 2 workers x 2 batches
+    held = shared_memory_bytes() - before
+    del iterator, batch
+    assert 4 * batch_bytes <= held <= 6 * batch_bytes
