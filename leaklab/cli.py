@@ -179,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "case": case.slug,
             "leak": leak.verdict,
             "fix": ",".join(r.verdict for r in reports["fix"]),
-            "resource": leak.resource or "-",
+            "resource": leak.resource if leak.verdict in ("grows", "plateau") else case.meta["resource"],
             "per step": format_bytes(leak.per_step_bytes) if leak.verdict == "grows" else "-",
             "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120],
             "seed claim": case.meta["claim_status"],

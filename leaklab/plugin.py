@@ -21,7 +21,7 @@ from leaklab.cases import Case, mismatches, run_case
 from leaklab.report import Report
 from leaklab.results import entry, environment, write_results
 from leaklab.runner import RunOptions, run_factory
-from leaklab.verdict import BOUNDED, GROWS, format_bytes
+from leaklab.verdict import BOUNDED, GROWS, PLATEAU, format_bytes
 
 _STATE = pytest.StashKey["LabState"]()
 
@@ -149,7 +149,7 @@ def lab_rows(state: LabState) -> list[dict[str, str]]:
             "device": device,
             "leak": report.verdict,
             "fix": ",".join(sorted({f.verdict for f in fixes})) or "-",
-            "resource": report.resource or "-",
+            "resource": report.resource if report.verdict in (GROWS, PLATEAU) else case.meta["resource"],
             "per_step": format_bytes(report.per_step_bytes) if report.verdict == GROWS else "-",
             "line": f"{Path(site.filename).name}:{site.lineno}" if site and report.verdict != BOUNDED else "-",
             "seed": case.meta["claim_status"],
