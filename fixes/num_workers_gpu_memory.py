@@ -10,7 +10,8 @@ host memory: each worker is a process with its own private memory, and the loade
 Run it: python cases/num_workers_gpu_memory.py
 """
 
-import psutil
+import os
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -52,13 +53,17 @@ def make_step(device: str):
 
 
 def workers_uss_mib() -> float:
-    total = 0
-    for child in psutil.Process().children(recursive=True):
-        try:
-            total += child.memory_full_info().uss
-        except psutil.Error:
-            continue
-    return total / 2**20
+    """Private (unique) memory of this process's children, read from /proc (Linux)."""
+    total_kib = 0
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as children:
+            for pid in children.read().split():
+                try:
+                    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                        total_kib += sum(int(line.split()[1]) for line in rollup if line.startswith("Private_"))
+                except OSError:
+                    continue
+    return total_kib / 1024
 
 
 if __name__ == "__main__":

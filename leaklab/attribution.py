@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
+import collections
+import functools
 import gc
 import linecache
 import os
+import re
 import types
 from collections import defaultdict
 from collections.abc import Callable
@@ -23,7 +26,7 @@ from typing import Any
 
 import torch
 
-from leaklab.measure import _LIBRARY_DIRS, Probe
+from leaklab.measure import _LIBRARY_DIRS, Probe, storage_key
 from leaklab.report import Site
 
 _MAX_NODES = 200_000
@@ -52,9 +55,10 @@ def finish(watcher: Watcher, probe: Probe, step: Callable[[], Any]) -> tuple[lis
     """The sites of memory allocated since :func:`start` and still alive, largest first, and a
     line on growing autograd history reachable from the step (or None)."""
     if watcher.device == "cuda":
-        sites = _cuda_sites(watcher)
+        sites, keys = _cuda_sites(watcher)
     else:
-        sites = _cpu_sites(watcher, probe)
+        sites, keys = _cpu_sites(watcher, probe)
+    name_holders(sites[:5], keys[:5], holder_paths(step, watcher.device))
     return sites, autograd_history(step, watcher.graphs_before)
 
 
@@ -67,29 +71,30 @@ def _is_user_file(filename: str) -> bool:
     )
 
 
-def _make_sites(groups: dict[tuple[str, int, str], list[Any]]) -> list[Site]:
-    sites = []
+def _make_sites(groups: dict[tuple[str, int, str], list[Any]]) -> tuple[list[Site], list[list[int]]]:
+    """Sites, largest first, and the storage identities of each site's blocks."""
+    made = []
     for (filename, lineno, function), entries in groups.items():
-        total = sum(nbytes for nbytes, _ in entries)
+        total = sum(nbytes for nbytes, _, _ in entries)
         stack = list(entries[0][1])
         code = linecache.getline(filename, lineno).strip()
-        sites.append(Site(filename, lineno, function, total, len(entries), stack, code))
-    sites.sort(key=lambda site: site.bytes, reverse=True)
-    return sites
+        made.append((Site(filename, lineno, function, total, len(entries), stack, code), [key for _, _, key in entries]))
+    made.sort(key=lambda item: item[0].bytes, reverse=True)
+    return [site for site, _ in made], [keys for _, keys in made]
 
 
-def _cpu_sites(watcher: Watcher, probe: Probe) -> list[Site]:
+def _cpu_sites(watcher: Watcher, probe: Probe) -> tuple[list[Site], list[list[int]]]:
     if probe.tensors is None:
-        return []
+        return [], []
     groups: dict[tuple[str, int, str], list[Any]] = defaultdict(list)
     for key, entry in list(probe.tensors._storages.items()):
         if key in watcher.baseline_keys or entry.ref.expired() or not entry.site:
             continue
-        groups[entry.site[0]].append((entry.nbytes, entry.site))
+        groups[entry.site[0]].append((entry.nbytes, entry.site, key))
     return _make_sites(groups)
 
 
-def _cuda_sites(watcher: Watcher) -> list[Site]:
+def _cuda_sites(watcher: Watcher) -> tuple[list[Site], list[list[int]]]:
     try:
         snapshot = torch.cuda.memory._snapshot()
         if watcher.snapshot_path:
@@ -109,7 +114,7 @@ def _cuda_sites(watcher: Watcher) -> list[Site]:
                 (f["filename"], int(f["line"]), f["name"]) for f in frames if _is_user_file(f.get("filename", ""))
             )
             if stack:
-                groups[stack[0]].append((int(block.get("requested_size") or block["size"]), stack))
+                groups[stack[0]].append((int(block.get("requested_size") or block["size"]), stack, int(block["address"])))
     return _make_sites(groups)
 
 
@@ -130,22 +135,64 @@ def count_graph_nodes(tensor: torch.Tensor) -> int:
     return len(seen)
 
 
-def _graph_holders(step: Callable[[], Any], depth: int = 4, limit: int = 20_000) -> dict[str, int]:
-    """Tensors with a graph that the step can reach, by a readable path, with their node count."""
-    roots: list[tuple[str, Any]] = []
-    code = getattr(step, "__code__", None)
-    if code is not None and getattr(step, "__closure__", None):
-        roots += [(name, cell.cell_contents) for name, cell in zip(code.co_freevars, step.__closure__, strict=False)
-                  if _cell_filled(cell)]
-    if code is not None:
-        module_globals = getattr(step, "__globals__", {})
-        roots += [(name, module_globals[name]) for name in code.co_names if name in module_globals]
+def _roots(fn: Any) -> list[tuple[str, Any]]:
+    """What a function can reach: its closure variables and the module globals it names."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    roots = [(name, cell.cell_contents) for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False)
+             if _cell_filled(cell)]
+    module_globals = getattr(fn, "__globals__", {})
+    return roots + [(name, module_globals[name]) for name in _global_names(code) if name in module_globals]
+
+
+def _global_names(code: types.CodeType) -> list[str]:
+    """Names a code object uses, its comprehensions' and nested functions' included."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += [name for name in _global_names(const) if name not in names]
+    return names
+
+
+def _children(path: str, obj: Any) -> list[tuple[str, Any]]:
+    if isinstance(obj, dict):
+        items = list(obj.items())[:2000]
+        # keys can hold tensors too (a memoising cache keyed by its tensor arguments)
+        keys = [(f"{path}.keys()", key) for key, _ in items if not isinstance(key, (str, int, float, bytes))]
+        return [(f"{path}[{key!r}]" if isinstance(key, (str, int)) else f"{path}[...]", value) for key, value in items] + keys
+    if isinstance(obj, (list, tuple, collections.deque)):
+        return [(f"{path}[{i}]", value) for i, value in enumerate(list(obj)[:2000])]
+    if isinstance(obj, types.FunctionType):
+        # a hook or callback: what it keeps is named from the function, not from where we found it
+        return [(f"{obj.__name__}.{name}", value) for name, value in _roots(obj)]
+    if isinstance(obj, functools._lru_cache_wrapper):
+        # the C lru_cache exposes its cache only to the garbage collector
+        caches = [ref for ref in gc.get_referents(obj) if isinstance(ref, dict) and ref is not getattr(obj, "__dict__", None)]
+        return [(f"{obj.__name__}.cache", cache) for cache in caches] + [(f"{path}.__wrapped__", obj.__wrapped__)]
+    if isinstance(obj, types.MethodType):
+        return [(f"{path}.__self__", obj.__self__)]
+    if isinstance(obj, BaseException):
+        found, tb = [], obj.__traceback__
+        while tb is not None:  # an exception kept alive keeps every frame of its traceback
+            frame = tb.tb_frame
+            found += [(f"{path}.__traceback__[{frame.f_code.co_name}].{name}", value) for name, value in frame.f_locals.items()]
+            tb = tb.tb_next
+        return found + [(f"{path}.{key}", value) for key, value in vars(obj).items()]
+    if hasattr(obj, "__dict__") and not callable(obj) or isinstance(obj, torch.nn.Module):
+        return [(f"{path}.{key}", value) for key, value in vars(obj).items()]
+    return []
+
+
+def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_000) -> list[tuple[str, torch.Tensor]]:
+    """Tensors the step can reach (through closures, globals, containers, modules and their hooks,
+    kept exceptions' frames), each with a readable path, breadth first."""
+    found: list[tuple[str, torch.Tensor]] = []
+    seen: set[int] = set()
+    frontier = _roots(step)
     owner = getattr(step, "__self__", None)
     if owner is not None:
-        roots.append(("self", owner))
-    found: dict[str, int] = {}
-    seen: set[int] = set()
-    frontier = [(name, obj) for name, obj in roots]
+        frontier.append(("self", owner))
     for _ in range(depth):
         next_frontier = []
         for path, obj in frontier:
@@ -153,20 +200,40 @@ def _graph_holders(step: Callable[[], Any], depth: int = 4, limit: int = 20_000)
                 continue
             seen.add(id(obj))
             if isinstance(obj, torch.Tensor):
-                if obj.grad_fn is not None:
-                    found[path] = count_graph_nodes(obj)
+                found.append((path, obj))
                 continue
-            if isinstance(obj, dict):
-                children = [(f"{path}[{key!r}]", value) for key, value in list(obj.items())[:1000]]
-            elif isinstance(obj, (list, tuple)):
-                children = [(f"{path}[{i}]", value) for i, value in enumerate(obj[:1000])]
-            elif hasattr(obj, "__dict__") and not isinstance(obj, torch.nn.Module) and not callable(obj):
-                children = [(f"{path}.{key}", value) for key, value in vars(obj).items()]
-            else:
-                children = []
-            next_frontier += children
+            next_frontier += _children(path, obj)
         frontier = next_frontier
     return found
+
+
+def _graph_holders(step: Callable[[], Any]) -> dict[str, int]:
+    """Tensors with a graph that the step can reach, by path, with their node count."""
+    return {path: count_graph_nodes(tensor) for path, tensor in reachable_tensors(step) if tensor.grad_fn is not None}
+
+
+def _container(path: str) -> str:
+    """``hook.activations['hidden'][17]`` -> ``hook.activations['hidden'][*]``."""
+    return re.sub(r"\[\d+\]", "[*]", path)
+
+
+def holder_paths(step: Callable[[], Any], device: str) -> dict[int, list[str]]:
+    """Storage identity (CPU: the storage's address key; CUDA: its data pointer) -> paths to it."""
+    holders: dict[int, list[str]] = defaultdict(list)
+    for path, tensor in reachable_tensors(step):
+        if tensor.device.type == "cpu" and device == "cpu":
+            holders[storage_key(tensor)].append(path)
+        elif tensor.device.type == "cuda" and device == "cuda":
+            holders[tensor.untyped_storage().data_ptr()].append(path)
+    return holders
+
+
+def name_holders(sites: list[Site], keys_per_site: list[list[int]], holders: dict[int, list[str]]) -> None:
+    """Fill each site's ``held_by`` with the container that keeps most of its blocks alive."""
+    for site, keys in zip(sites, keys_per_site, strict=True):
+        containers = collections.Counter(_container(path) for key in keys for path in holders.get(key, [])[:1])
+        if containers:
+            site.held_by = containers.most_common(1)[0][0]
 
 
 def _cell_filled(cell: Any) -> bool:

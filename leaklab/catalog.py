@@ -116,7 +116,8 @@ def _site(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
                 if run.get("sites") and run["verdict"] in (GROWS, PLATEAU) and run["resource"] in ("cpu_tensors", "device_allocated"):
                     site = run["sites"][0]
                     lines.append(f"- {_where(document)}: allocated at `{Path(site['filename']).name}:{site['lineno']}` "
-                                 f"(`{site['code']}`), {format_bytes(site['bytes'])} alive at the end")
+                                 f"(`{site['code']}`), {format_bytes(site['bytes'])} alive at the end"
+                                 + (f", held by `{site['held_by']}`" if site.get("held_by") else ""))
                 elif run.get("history"):
                     lines.append(f"- {_where(document)}: {run['history']}")
     return lines
@@ -137,6 +138,8 @@ def entry(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     sites = _site(case, results)
     if sites:
         out += ["Where the leak was attributed:", "", *sites, ""]
+    if meta.get("attribute_exempt"):
+        out += [f"Not attributed to a line: {meta['attribute_exempt']}", ""]
     for device in case.devices:
         curve = CURVES_DIR / f"{case.slug}-{device}.png"
         if curve.is_file():

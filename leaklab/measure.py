@@ -264,10 +264,11 @@ def worker_uss_bytes() -> int:
     return total
 
 
-def shared_memory_bytes() -> int:
-    """Bytes of distinct /dev/shm files held open by this process and its descendants (Linux)."""
+def shared_memory_bytes(pids: list[int] | None = None) -> int:
+    """Bytes of distinct /dev/shm files held open by this process and its descendants (Linux),
+    or by ``pids`` only."""
     seen: dict[tuple[int, int], int] = {}
-    for pid in [os.getpid(), *child_pids()]:
+    for pid in pids if pids is not None else [os.getpid(), *child_pids()]:
         fd_dir = f"/proc/{pid}/fd"
         try:
             fds = os.listdir(fd_dir)

@@ -151,7 +151,8 @@ def lab_rows(state: LabState) -> list[dict[str, str]]:
             "fix": ",".join(sorted({f.verdict for f in fixes})) or "-",
             "resource": report.resource if report.verdict in (GROWS, PLATEAU) else case.meta["resource"],
             "per_step": format_bytes(report.per_step_bytes) if report.verdict == GROWS else "-",
-            "line": f"{Path(site.filename).name}:{site.lineno}" if site and report.verdict != BOUNDED else "-",
+            "line": (f"{Path(site.filename).name}:{site.lineno}" + (f" ({site.held_by})" if site.held_by else ""))
+            if site and report.verdict != BOUNDED else "-",
             "seed": case.meta["claim_status"],
         })
     return rows

@@ -65,9 +65,11 @@ class Site:
     count: int
     stack: list[tuple[str, int, str]] = field(default_factory=list)
     code: str = ""
+    held_by: str = ""   # the container that keeps the blocks alive, as a path from the step
 
     def __str__(self) -> str:
-        return f"{self.filename}:{self.lineno} in {self.function}: {format_bytes(self.bytes)} in {self.count} block(s)"
+        held = f", held by {self.held_by}" if self.held_by else ""
+        return f"{self.filename}:{self.lineno} in {self.function}: {format_bytes(self.bytes)} in {self.count} block(s){held}"
 
 
 @dataclass
@@ -157,6 +159,8 @@ class Report:
         if self.sites and resource in ("cpu_tensors", "device_allocated") and self.verdict != BOUNDED:
             site = self.sites[0]
             line += f"; allocated at {site.filename.rsplit('/', 1)[-1]}:{site.lineno}"
+            if site.held_by:
+                line += f", held by {site.held_by}"
         elif self.history and self.verdict != BOUNDED:
             line += f"; {self.history}"
         return line

@@ -115,14 +115,16 @@ def test_shared_memory_sees_batches_in_flight_from_workers():
     batch_bytes = 16 * 3 * 32 * 32 * 4
     loader = DataLoader(TensorDataset(torch.randn(512, 3, 32, 32)), batch_size=16, num_workers=2,
                         prefetch_factor=2, multiprocessing_context="fork")
-    before = shared_memory_bytes()
-    iterator = iter(loader)
-    batch = next(iterator)
+    import os
     import time
 
+    iterator = iter(loader)
+    batch = next(iterator)
+    pids = [os.getpid(), *(worker.pid for worker in iterator._workers)]  # not other tests' workers
+
     deadline = time.monotonic() + 20
-    while shared_memory_bytes() - before < 4 * batch_bytes and time.monotonic() < deadline:
+    while shared_memory_bytes(pids) < 4 * batch_bytes and time.monotonic() < deadline:
         time.sleep(0.05)  # the workers refill the prefetch queue: 2 workers x 2 batches
-    held = shared_memory_bytes() - before
+    held = shared_memory_bytes(pids)
     del iterator, batch
     assert 4 * batch_bytes <= held <= 6 * batch_bytes
