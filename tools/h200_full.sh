@@ -10,7 +10,7 @@ TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 SECONDS=0
-timeout 400 python3 -m pytest -m cuda -p no:cacheprovider -q -rs "$@" \
+timeout 400 python3 -m pytest -m cuda -p no:cacheprovider -q -rs --timeout 120 "$@" \
   --benchmark-json "$OUT/bench.json" --leaklab-results "$OUT/h200-torch$TORCH.json" 2>&1 | tee "$OUT/pytest.log"
 echo "cuda suite wall time: ${SECONDS}s"
 python3 - "$OUT/h200-torch$TORCH.json" "$WHEN" <<'PY'
