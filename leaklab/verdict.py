@@ -1,7 +1,8 @@
 """Deciding a verdict from a series of samples taken after warm-up.
 
 ``grows``   a steady upward trend: the robust slope over the whole series and over its second
-            half both exceed the resource's noise floor.
+            half both exceed the resource's noise floor, and the rise it predicts over the run
+            is well outside the series' own scatter around it.
 ``plateau`` the series rose by more than the floor would explain, then stopped: the second
             half is flat, and the rise is larger than the second half's own swing (a bounded
             cache filling up; a sawtooth is not a plateau).
@@ -89,6 +90,16 @@ class Trend:
         return max(0, int((capacity - current) / self.per_step_bytes))
 
 
+def scatter(samples: list[float], slope: float) -> float:
+    """How far the samples stray from the fitted line: the median absolute deviation of the
+    residuals. A trend counts only if it moves the series by more than three of these over the
+    run, so a series that swings by megabytes (fragmenting shapes) does not "grow" by the few
+    KiB per step a slope through its noise happens to have."""
+    residuals = [value - slope * i for i, value in enumerate(samples)]
+    center = median(residuals)
+    return median(abs(r - center) for r in residuals)
+
+
 def decide(samples: list[float], floor: float, plateau_min: float = 0.0) -> Trend:
     """Verdict on a series whose first sample is the baseline taken after warm-up."""
     if len(samples) < 3:
@@ -97,7 +108,7 @@ def decide(samples: list[float], floor: float, plateau_min: float = 0.0) -> Tren
     slope = theil_sen_slope(samples)
     tail_slope = theil_sen_slope(half)
     rise = median(half) - samples[0]
-    if slope > floor and tail_slope > floor:
+    if slope > floor and tail_slope > floor and slope * (len(samples) - 1) > 3 * scatter(samples, slope):
         verdict = GROWS
     elif (rise > max(floor * (len(samples) - 1) / 2, plateau_min) and rise > max(half) - min(half)
           and tail_slope <= floor):

@@ -59,3 +59,15 @@ def test_too_few_samples_is_an_error():
 def test_same_series_same_verdict():
     series = [(i * 7919) % 1000 + 3000 * i for i in range(21)]
     assert len({decide(series, FLOOR) for _ in range(5)}) == 1
+
+
+def test_large_swings_with_a_small_slope_are_bounded():
+    # H200, variable-shape allocations: device_allocated swings by megabytes from step to step
+    swings_mib = [0, -5.0, -7.4, -8.0, -2.6, -4.7, -4.6, -9.8, -3.6, -5.8, -5.6, -2.3, 0.8, -9.0, -10.3, -4.8, -1.8,
+                  -6.1, -3.3, -7.7, -0.9]
+    assert decide([100 * 2**20 + m * 2**20 for m in swings_mib], FLOOR).verdict == BOUNDED
+
+
+def test_a_staircase_leak_grows():
+    # one bad batch in four keeps 1 MiB alive: steps, not a line
+    assert decide([(i // 4) * 2**20 for i in range(21)], FLOOR).verdict == GROWS
