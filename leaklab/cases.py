@@ -142,7 +142,8 @@ def run_case(case: Case, role: str, device: str, script: Path | None = None, att
     script = script or case.scripts(role)[0]
     options = case.options(device, attribute)
     options.name = f"{case.slug}:{role}" + (f":{script.stem}" if script.stem != case.slug else "")
-    if case.meta.get("isolate") or case.meta.get("env"):
+    isolate = case.meta.get("isolate", False)
+    if (isolate is True or script.stem in (isolate or ())) or case.meta.get("env"):
         env = {key: str(value) for key, value in case.meta.get("env", {}).items()}
         data = run_isolated(script, case.factory, device, options, env=env)
         report = report_from_json(data)

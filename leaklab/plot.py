@@ -35,17 +35,23 @@ def plot_case(case: Case, leak: dict[str, Any], fixes: list[dict[str, Any]], pat
     resources = [case.meta["resource"]] if case.meta["resource"] in leak["resources"] else []
     resources += [r for r, result in leak["resources"].items() if r not in resources and result["verdict"] != "bounded"]
     resources = resources or ([leak["resource"]] if leak.get("resource") else [])
-    metrics = [m for m in leak.get("metrics", {}) if leak["metrics"][m]] if not resources else []
-    panels = [("resource", r) for r in resources] + [("metric", m) for m in metrics]
+    # symptoms that are not memory (a loss scale, a gradient norm, reserved over peak)
+    metrics = [m for m in leak.get("metrics", {}) if leak["metrics"][m]][:2]
+    panels = ([("metric", m) for m in metrics] + [("resource", r) for r in resources])[:4]
     if not panels:
         raise BadInput(f"{case.slug}: nothing to draw (the leak raised: {leak.get('error')})")
     figure, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 3.3), squeeze=False)
     for axis, (kind, name) in zip(axes[0], panels, strict=True):
         series = []
+        # A memory that is held but does not grow shows against what was there before the step
+        # was built (the leak's line above the fix's); a growing one against its own baseline.
+        held = kind == "resource" and leak["resources"].get(name, {}).get("verdict") == "bounded"
         for run in runs:
             if kind == "resource" and name in run["resources"]:
-                samples = run["resources"][name]["samples"]
-                series.append((run, [v - samples[0] for v in samples], run["resources"][name]["verdict"]))
+                result = run["resources"][name]
+                samples = result["samples"]
+                origin = sorted(samples)[len(samples) // 2] - result["level_bytes"] if held else samples[0]
+                series.append((run, [v - origin for v in samples], result["verdict"]))
             elif kind == "metric" and run.get("metrics", {}).get(name):
                 series.append((run, run["metrics"][name], ""))
         span = max((abs(v) for _, values, _ in series for v in values), default=0)
@@ -55,7 +61,8 @@ def plot_case(case: Case, leak: dict[str, Any], fixes: list[dict[str, Any]], pat
             axis.plot(range(len(values)), [v / scale for v in values], style, markersize=3, label=label)
         axis.set_title(f"{case.slug} ({leak['device_name']}, torch {leak['torch']})\n{name}", fontsize=8)
         axis.set_xlabel("measured step (0 = baseline after warm-up)", fontsize=8)
-        axis.set_ylabel(f"{unit} above baseline" if unit else name, fontsize=8)
+        axis.set_ylabel((f"{unit} above the level before the step was built" if held else f"{unit} above baseline")
+                        if unit else name, fontsize=7)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.tick_params(labelsize=7)
         axis.grid(alpha=0.3)

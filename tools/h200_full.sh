@@ -22,3 +22,8 @@ json.dump(doc, open(path, "w"), indent=1)
 PY
 timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
   --note "leaklab bench --device cuda on the lent NVIDIA H200 (device tool), $WHEN"
+# One report as a user sees it, and a second pass over the catalog compared with the first
+# (the same verdicts on every run).
+python3 -m leaklab check tests/data/user_steps.py:grows --device cuda --attribute --steps 10 --quiet > "$OUT/user-report-cuda.txt" 2>&1
+timeout 200 python3 -m leaklab run --device cuda --results /tmp/second-pass.json > /dev/null 2>&1
+python3 -m leaklab compare "$OUT/h200-torch$TORCH.json" /tmp/second-pass.json | tee "$OUT/second-pass-compare.txt"
