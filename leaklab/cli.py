@@ -162,14 +162,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.plot and len(cases) != 1:
         raise BadInput("--plot draws one case: name exactly one")
     rows, entries, failures = [], [], 0
+    from leaklab.marks import unmet
+
+    def skipped(case: Any, why: str) -> dict[str, str]:
+        return {"case": case.slug, "leak": "-", "fix": "-", "resource": "-", "per step": "-",
+                "as catalogued": why, "seed claim": case.meta["claim_status"]}
+
     for case in cases:
         if device not in case.devices:
-            rows.append({"case": case.slug, "leak": "-", "fix": "-", "resource": "-", "per step": "-",
-                         "as catalogued": f"skipped: {device} form not in this case", "seed claim": case.meta["claim_status"]})
+            rows.append(skipped(case, f"skipped: no {device} form"))
+            continue
+        reason = unmet(case.markers(device))
+        if reason:
+            rows.append(skipped(case, f"skipped: {reason}"))
             continue
         print(f"running {case.slug} on {device} ...", file=sys.stderr, flush=True)
-        reports = {"leak": [run_case(case, "leak", device, attribute=args.attribute)]}
-        reports["fix"] = [run_case(case, "fix", device, script) for script in case.fixes]
+        try:
+            reports = {"leak": [run_case(case, "leak", device, attribute=args.attribute)]}
+            reports["fix"] = [run_case(case, "fix", device, script) for script in case.fixes]
+        except Exception as exc:  # one broken case must not hide the rest of the catalog
+            failures += 1
+            rows.append(skipped(case, f"NO: the run failed: {type(exc).__name__}: {exc}"[:120]))
+            continue
         problems = mismatches(reports["leak"][0], case.expected(device, "leak"), reports["fix"][0])
         for fix_report in reports["fix"]:
             problems += mismatches(fix_report, case.expected(device, "fix"))

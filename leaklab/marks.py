@@ -14,16 +14,21 @@ MARKERS = {
 }
 
 
-def skip_reason(item: pytest.Item) -> str | None:
-    """Why ``item`` cannot run on this machine, or None."""
-    if item.get_closest_marker("multi_gpu") and (not cuda_usable() or torch.cuda.device_count() < 2):
+def unmet(markers: list[str]) -> str | None:
+    """Why something needing ``markers`` cannot run on this machine, or None."""
+    if "multi_gpu" in markers and (not cuda_usable() or torch.cuda.device_count() < 2):
         found = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return f"needs 2 CUDA devices, this machine has {found}"
-    if item.get_closest_marker("cuda") and not cuda_usable():
+    if "cuda" in markers and not cuda_usable():
         return "needs a CUDA device: torch.cuda.is_available() is False on this machine"
-    if item.get_closest_marker("needs_ipython"):
+    if "needs_ipython" in markers:
         try:
             import IPython  # noqa: F401
         except ImportError:
             return "needs IPython, which is not installed here"
     return None
+
+
+def skip_reason(item: pytest.Item) -> str | None:
+    """Why ``item`` cannot run on this machine, or None."""
+    return unmet([name for name in ("multi_gpu", "cuda", "needs_ipython") if item.get_closest_marker(name)])
