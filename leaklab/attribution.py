@@ -46,6 +46,7 @@ def start(probe: Probe, step: Callable[[], Any] | None = None, snapshot_path: st
         torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
     elif probe.tensors is not None:
         watcher.baseline_keys = probe.tensors.keys()
+        probe.tensors.record_sites = True
     if step is not None:
         watcher.graphs_before = _graph_holders(step)
     return watcher
@@ -58,6 +59,8 @@ def finish(watcher: Watcher, probe: Probe, step: Callable[[], Any]) -> tuple[lis
         sites, keys = _cuda_sites(watcher)
     else:
         sites, keys = _cpu_sites(watcher, probe)
+        if probe.tensors is not None:
+            probe.tensors.record_sites = False
     name_holders(sites[:5], keys[:5], holder_paths(step, watcher.device))
     return sites, autograd_history(step, watcher.graphs_before)
 

@@ -365,7 +365,8 @@ class Probe:
         if self.device == "cuda":
             warm_up_cuda()
         if CPU_TENSORS in self.resources or self.record_sites and self.device == "cpu":
-            self.tensors = LiveTensorBytes(record_sites=self.record_sites)
+            # Sites are recorded only once attribution starts (after the measured steps).
+            self.tensors = LiveTensorBytes(record_sites=False)
             self.tensors.__enter__()
         return self
 
@@ -409,8 +410,8 @@ class Probe:
         """Collect garbage (cycles included) and wait for the device, before a reference reading.
 
         ``clear_workspaces`` drops cuBLAS/cuBLASLt workspaces, which the first matmul of a shape
-        family allocates and keeps for the process; PyTorch's CudaMemoryLeakCheck does the same
-        around its before/after comparison. Not before the baseline: the next step would
+        family allocates and keeps for the process, and empties the caching allocator; PyTorch's
+        CudaMemoryLeakCheck does the same around its before/after comparison. Not before the baseline: the next step would
         allocate them again and look like growth.
         """
         gc.collect()
@@ -418,6 +419,10 @@ class Probe:
             torch.cuda.synchronize()
             if clear_workspaces and hasattr(torch._C, "_cuda_clearCublasWorkspaces"):
                 torch._C._cuda_clearCublasWorkspaces()
+            if clear_workspaces:
+                # Each run starts from an empty cache, so its reserved memory does not depend on
+                # what earlier runs in the process left cached.
+                torch.cuda.empty_cache()
 
 
 def storage_key(tensor: torch.Tensor) -> int:

@@ -62,6 +62,10 @@ DEFAULT_BUDGET = {
 RELEASE_TOLERANCE = {DEVICE_ALLOCATED: 64 * 1024, CPU_TENSORS: 64 * 1024, WORKER_MEMORY: 0, SHARED_MEMORY: 0}
 
 
+# Steps run after the measured series with allocation stacks recorded (see run_factory).
+ATTRIBUTION_STEPS = 5
+
+
 class BadInput(ValueError):
     """The thing to check cannot be run: a missing file, a factory that is not one, bad numbers."""
 
@@ -128,8 +132,6 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
             samples.append(probe.sample())
             if device == "cuda":
                 counters_start = device_counters()
-            if options.attribute:
-                watcher = attribution.start(probe, step, options.snapshot)
             for i in range(options.steps):
                 report.failed_step = options.warmup + i
                 started = time.perf_counter()
@@ -145,6 +147,17 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
                 if over:
                     report.stopped_by_budget = over[0]
                     break
+            if counters_start:
+                end = device_counters()
+                report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
+            if options.attribute and not report.stopped_by_budget:
+                # Attribution watches a few extra steps after the measured series: recording
+                # allocation stacks costs host memory (the allocator's history lives on the
+                # host), which must not show in the verdicts it explains.
+                watcher = attribution.start(probe, step, options.snapshot)
+                for i in range(ATTRIBUTION_STEPS):
+                    report.failed_step = options.warmup + options.steps + i
+                    _call_step(step, {})
             report.failed_step = None
         except Exception as exc:  # the step's own failure is a verdict, not a crash of ours
             report.error = f"{type(exc).__name__}: {exc}"
@@ -152,9 +165,6 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
             del exc
         if watcher is not None:
             report.sites, report.history = attribution.finish(watcher, probe, step)
-        if counters_start:
-            end = device_counters()
-            report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
         del step
         probe.settle(clear_workspaces=True)
         after = probe.sample()
