@@ -58,7 +58,8 @@ def plot_case(case: Case, leak: dict[str, Any], fixes: list[dict[str, Any]], pat
         unit, scale = ("", 1) if kind == "metric" else ("MiB", 2**20) if span >= 2**20 else ("KiB", 2**10)
         for (run, values, verdict), style in zip(series, ["-o", "-s", "-^", "-v"], strict=False):
             label = run["name"].split(":", 1)[-1] + (f": {verdict}" if verdict else "")
-            axis.plot(range(len(values)), [v / scale for v in values], style, markersize=3, label=label)
+            first = 1 if kind == "metric" else 0  # metrics come from measured steps 1..n; samples start at the baseline
+            axis.plot(range(first, first + len(values)), [v / scale for v in values], style, markersize=3, label=label)
         axis.set_title(f"{case.slug} ({leak['device_name']}, torch {leak['torch']})\n{name}", fontsize=8)
         axis.set_xlabel("measured step (0 = baseline after warm-up)", fontsize=8)
         axis.set_ylabel((f"{unit} above the level before the step was built" if held else f"{unit} above baseline")
