@@ -33,12 +33,27 @@ def load_all_results(directory: Path = RESULTS_DIR) -> list[tuple[str, dict[str,
 
 
 def _anchor(case: Case) -> str:
-    return case.slug.replace("_", "-")
+    return case.slug  # an explicit <a id> before each entry: heading anchors differ between renderers
 
 
 def _where(document: dict[str, Any]) -> str:
     env = document["environment"]
     return f"{env['device_name']}, torch {env['torch']}"
+
+
+def _short_where(document: dict[str, Any]) -> str:
+    env = document["environment"]
+    return f"{'H200' if 'H200' in env['device_name'] else 'CPU'} (torch {env['torch'].split('+')[0]})"
+
+
+def _verdict_pair(case: Case, document: dict[str, Any]) -> str:
+    """``grows → bounded`` for a case in one results file (``–`` where it did not run)."""
+    runs = [run for run in document["runs"].values() if run.get("case") == case.slug]
+    leak = [run["verdict"] for run in runs if run["role"] == "leak"]
+    fixes = [run["verdict"] for run in sorted(runs, key=lambda r: r["name"]) if run["role"] == "fix"]
+    if not leak:
+        return "–"
+    return f"{leak[0]} → {', '.join(fixes) or '–'}"
 
 
 def _example(case: Case, context: int = 3) -> str:
@@ -95,7 +110,7 @@ def _others(run: dict[str, Any]) -> str:
 def _measured(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     rows = []
     for filename, document in results:
-        for _key, run in sorted(document["runs"].items()):
+        for run in sorted(document["runs"].values(), key=lambda r: (r.get("role") != "leak", r["name"])):
             if run.get("case") != case.slug:
                 continue
             script = run.get("script", "")
@@ -125,7 +140,7 @@ def _site(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 def entry(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     meta = case.meta
-    out = [f"## `{case.slug}`: {case.title}", ""]
+    out = [f'<a id="{_anchor(case)}"></a>', "", f"## `{case.slug}`: {case.title}", ""]
     out.append(f"**Seed:** {meta['seed']} · **Leaks in:** `{meta['resource']}` · **Seed claim:** {meta['claim_status']} · "
                f"**Runs on:** {', '.join(case.devices)}")
     out += ["", "### What it does", "", meta["what"], "", "### Why is this bad", "", meta["why"]]
@@ -195,9 +210,15 @@ def render(root: Path = ROOT) -> str:
         matching = [case for case in cases if symptom in case.meta["symptoms"]]
         if matching:
             out.append(f"- **{symptom}**: " + ", ".join(f"[`{c.slug}`](#{_anchor(c)})" for c in matching))
-    out += ["", "## All cases", "", "| case | leaks in | seed | seed claim |", "| --- | --- | --- | --- |"]
+    runs_files = [(name, doc) for name, doc in results if doc["runs"]]
+    where = [_short_where(doc) for _, doc in runs_files]
+    out += ["", "## All cases", "",
+            "| case | leaks in | seed | seed claim | " + " | ".join(f"{w}: leak → fix" for w in where) + " |",
+            "| --- | --- | --- | --- |" + " --- |" * len(where)]
     for case in cases:
-        out.append(f"| [`{case.slug}`](#{_anchor(case)}) | `{case.meta['resource']}` | {case.meta['seed']} | {case.meta['claim_status']} |")
+        cells = [_verdict_pair(case, doc) for _, doc in runs_files]
+        out.append(f"| [`{case.slug}`](#{_anchor(case)}) | `{case.meta['resource']}` | {case.meta['seed']} | "
+                   f"{case.meta['claim_status']} | " + " | ".join(cells) + " |")
     out.append("")
     for case in cases:
         out += entry(case, results)
