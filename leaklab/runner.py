@@ -78,6 +78,7 @@ class RunOptions:
     budget: dict[str, int] = field(default_factory=dict)
     attribute: bool = False
     snapshot: str | None = None            # cuda: write the allocator snapshot here (memory_viz)
+    child_wait: float = 10.0               # seconds children get to exit after the step is dropped
     exhaust_at: int | None = None          # bytes; default: the device's (or host's) total memory
     progress: Callable[[int, int, dict[str, int]], None] | None = None
     name: str = ""
@@ -171,7 +172,7 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
 
     if report.error is None:
         _decide_all(report, samples, before, after, budget, options, device)
-    report.children_left = _wait_for_children(children_before)
+    report.children_left = _wait_for_children(children_before, options.child_wait)
     return report
 
 
