@@ -231,6 +231,23 @@ def pinned_host_bytes() -> int | None:
     return 0 if value is None else value
 
 
+# multiprocessing's resource tracker and forkserver live as long as the parent by design; they
+# are not something a step left running, and their memory is not the step's.
+_INFRASTRUCTURE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+_is_infrastructure: dict[int, bool] = {}
+
+
+def _infrastructure(pid: int) -> bool:
+    if pid not in _is_infrastructure:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().decode(errors="replace")
+        except OSError:
+            return False
+        _is_infrastructure[pid] = any(marker in cmdline for marker in _INFRASTRUCTURE)
+    return _is_infrastructure[pid]
+
+
 def child_pids(pid: int | None = None) -> list[int]:
     """Pids of the descendants of ``pid`` (default: this process).
 
@@ -254,6 +271,7 @@ def child_pids(pid: int | None = None) -> list[int]:
         found = []
     if pid == os.getpid():
         found += [p.pid for p in multiprocessing.active_children() if p.pid not in found and p.pid is not None]
+    found = [child for child in found if not _infrastructure(child)]
     return found + [grandchild for child in found for grandchild in child_pids(child)]
 
 
@@ -294,23 +312,15 @@ def shared_memory_bytes(pids: list[int] | None = None) -> int:
     return sum(seen.values())
 
 
-# multiprocessing's resource tracker and forkserver live as long as the parent by design; they
-# are not something a step left running.
-_INFRASTRUCTURE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
-
-
 def live_children() -> list[psutil.Process]:
-    """Descendants of this process that are still running (zombies and multiprocessing's
-    process-lifetime helpers excluded)."""
+    """Descendants of this process that are still running (zombies excluded; multiprocessing's
+    process-lifetime helpers are not in :func:`child_pids`)."""
     alive = []
     for pid in child_pids():
         try:
             child = psutil.Process(pid)
-            if child.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if any(marker in " ".join(child.cmdline()) for marker in _INFRASTRUCTURE):
-                continue
-            alive.append(child)
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child)
         except psutil.Error:
             continue
     return alive

@@ -61,3 +61,24 @@ def test_a_child_process_left_running_is_counted():
             child.wait(timeout=30)
     assert report.children_left == 1
     assert not report.released
+
+
+def test_multiprocessing_helpers_are_not_left_behind_by_a_step():
+    # spawn starts multiprocessing's resource tracker, which lives as long as this process: its
+    # memory is not the step's and it is not a child the step left running
+    import multiprocessing
+    import os
+    import weakref
+
+    def factory(device):
+        pool = multiprocessing.get_context("spawn").Pool(processes=1)
+
+        def step():
+            pool.apply_async(os.getpid).get(timeout=60)
+
+        weakref.finalize(step, pool.terminate)
+        return step
+
+    report = run_factory(factory, "cpu", RunOptions(steps=3, warmup=1, resources=("worker_memory",), child_wait=20.0))
+    assert report.error is None
+    assert report.released, (report.leftover, report.children_left)
