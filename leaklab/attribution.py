@@ -1,11 +1,17 @@
-"""Attributing a leak to a line: where was the memory that stayed alive allocated?
+"""Attributing a leak to a line: where was the memory that stayed alive allocated, and what
+holds it?
+
+Attribution watches a few extra steps after the measured series (recording stacks costs
+memory that must not show in the verdicts), then:
 
 - CPU: :class:`~leaklab.measure.LiveTensorBytes` records the user frames that allocated each
-  storage; storages allocated during the measured steps and still alive at the end are grouped
-  by their innermost user frame.
+  storage; storages allocated in those steps and still alive at the end are grouped by their
+  innermost user frame.
 - CUDA: the allocator's own history (``torch.cuda.memory._record_memory_history``) is recorded
-  over the measured steps; blocks that carry a history (allocated in the window) and are still
-  allocated at the end are grouped by their innermost frame outside torch.
+  over those steps; blocks that carry a history (allocated in the window) and are still
+  allocated at the end are grouped by their innermost user frame.
+- Either way, the objects the step can reach are walked to name the container that holds the
+  blocks (a list filled by a hook, an lru_cache, a kept exception's frames).
 - Host-heap leaks are autograd graph history, not tensors: for those we report the objects the
   step can reach whose autograd graph got longer, and by how many nodes.
 """
@@ -16,17 +22,16 @@ import collections
 import functools
 import gc
 import linecache
-import os
+import pickle
 import re
 import types
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from leaklab.measure import _LIBRARY_DIRS, Probe, storage_key
+from leaklab.measure import Probe, is_user_file, storage_key
 from leaklab.report import Site
 
 _MAX_NODES = 200_000
@@ -48,7 +53,7 @@ def start(probe: Probe, step: Callable[[], Any] | None = None, snapshot_path: st
         watcher.baseline_keys = probe.tensors.keys()
         probe.tensors.record_sites = True
     if step is not None:
-        watcher.graphs_before = _graph_holders(step)
+        watcher.graphs_before = graph_sizes(reachable_tensors(step))
     return watcher
 
 
@@ -61,17 +66,10 @@ def finish(watcher: Watcher, probe: Probe, step: Callable[[], Any]) -> tuple[lis
         sites, keys = _cpu_sites(watcher, probe)
         if probe.tensors is not None:
             probe.tensors.record_sites = False
-    name_holders(sites[:5], keys[:5], holder_paths(step, watcher.device))
-    return sites, autograd_history(step, watcher.graphs_before)
-
-
-def _is_user_file(filename: str) -> bool:
-    return (
-        not filename.startswith(_LIBRARY_DIRS)
-        and not filename.startswith("<")
-        and os.sep + "site-packages" + os.sep not in filename
-        and os.sep + "lib" + os.sep + "python" not in filename
-    )
+    gc.collect()
+    reachable = reachable_tensors(step)
+    name_holders(sites[:5], keys[:5], holder_paths(reachable, watcher.device))
+    return sites, autograd_history(graph_sizes(reachable), watcher.graphs_before)
 
 
 def _make_sites(groups: dict[tuple[str, int, str], list[Any]]) -> tuple[list[Site], list[list[int]]]:
@@ -89,9 +87,9 @@ def _make_sites(groups: dict[tuple[str, int, str], list[Any]]) -> tuple[list[Sit
 def _cpu_sites(watcher: Watcher, probe: Probe) -> tuple[list[Site], list[list[int]]]:
     if probe.tensors is None:
         return [], []
-    groups: dict[tuple[str, int, str], list[Any]] = defaultdict(list)
-    for key, entry in list(probe.tensors._storages.items()):
-        if key in watcher.baseline_keys or entry.ref.expired() or not entry.site:
+    groups: dict[tuple[str, int, str], list[Any]] = collections.defaultdict(list)
+    for key, entry in probe.tensors.live_items():
+        if key in watcher.baseline_keys or not entry.site:
             continue
         groups[entry.site[0]].append((entry.nbytes, entry.site, key))
     return _make_sites(groups)
@@ -102,19 +100,17 @@ def _cuda_sites(watcher: Watcher) -> tuple[list[Site], list[list[int]]]:
         snapshot = torch.cuda.memory._snapshot()
         if watcher.snapshot_path:
             with open(watcher.snapshot_path, "wb") as handle:
-                import pickle
-
                 pickle.dump(snapshot, handle)
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
-    groups: dict[tuple[str, int, str], list[Any]] = defaultdict(list)
+    groups: dict[tuple[str, int, str], list[Any]] = collections.defaultdict(list)
     for segment in snapshot.get("segments", []):
         for block in segment.get("blocks", []):
             frames = block.get("frames") or []
             if block.get("state") != "active_allocated" or not frames:
                 continue
             stack = tuple(
-                (f["filename"], int(f["line"]), f["name"]) for f in frames if _is_user_file(f.get("filename", ""))
+                (f["filename"], int(f["line"]), f["name"]) for f in frames if is_user_file(f.get("filename", ""))
             )
             if stack:
                 groups[stack[0]].append((int(block.get("requested_size") or block["size"]), stack, int(block["address"])))
@@ -210,9 +206,9 @@ def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_
     return found
 
 
-def _graph_holders(step: Callable[[], Any]) -> dict[str, int]:
-    """Tensors with a graph that the step can reach, by path, with their node count."""
-    return {path: count_graph_nodes(tensor) for path, tensor in reachable_tensors(step) if tensor.grad_fn is not None}
+def graph_sizes(reachable: list[tuple[str, torch.Tensor]]) -> dict[str, int]:
+    """Node counts of the reachable tensors that carry an autograd graph, by path."""
+    return {path: count_graph_nodes(tensor) for path, tensor in reachable if tensor.grad_fn is not None}
 
 
 def _container(path: str) -> str:
@@ -220,10 +216,10 @@ def _container(path: str) -> str:
     return re.sub(r"\[\d+\]", "[*]", path)
 
 
-def holder_paths(step: Callable[[], Any], device: str) -> dict[int, list[str]]:
+def holder_paths(reachable: list[tuple[str, torch.Tensor]], device: str) -> dict[int, list[str]]:
     """Storage identity (CPU: the storage's address key; CUDA: its data pointer) -> paths to it."""
-    holders: dict[int, list[str]] = defaultdict(list)
-    for path, tensor in reachable_tensors(step):
+    holders: dict[int, list[str]] = collections.defaultdict(list)
+    for path, tensor in reachable:
         if tensor.device.type == "cpu" and device == "cpu":
             holders[storage_key(tensor)].append(path)
         elif tensor.device.type == "cuda" and device == "cuda":
@@ -247,14 +243,12 @@ def _cell_filled(cell: Any) -> bool:
     return True
 
 
-def autograd_history(step: Callable[[], Any], before: dict[str, int] | None = None) -> str | None:
+def autograd_history(sizes: dict[str, int], before: dict[str, int]) -> str | None:
     """A line naming what the step keeps that holds a growing autograd graph, or None."""
-    gc.collect()
-    before = before or {}
-    growth = {path: nodes - before.get(path, 0) for path, nodes in _graph_holders(step).items()}
+    growth = {path: nodes - before.get(path, 0) for path, nodes in sizes.items()}
     growing = {path: delta for path, delta in growth.items() if delta > 0}
     if not growing:
         return None
     path, delta = max(growing.items(), key=lambda item: item[1])
     more = f" (and {len(growing) - 1} more)" if len(growing) > 1 else ""
-    return f"autograd history: {path} holds a graph that grew by {delta:,} nodes during the measured steps{more}"
+    return f"autograd history: {path} holds a graph that grew by {delta:,} nodes over the attribution steps{more}"

@@ -110,14 +110,24 @@ class _Storage:
     site: tuple[tuple[str, int, str], ...] | None
 
 
+def is_user_file(filename: str) -> bool:
+    """A frame of the user's own code: not torch, not leaklab, not an installed package, not
+    the standard library, not generated code."""
+    return (
+        not filename.startswith(_LIBRARY_DIRS)
+        and not filename.startswith("<")
+        and os.sep + "site-packages" + os.sep not in filename
+        and os.sep + "lib" + os.sep + "python" not in filename
+    )
+
+
 def user_stack(limit: int = 8) -> tuple[tuple[str, int, str], ...]:
-    """The calling frames outside torch and leaklab, innermost first: (file, line, function)."""
+    """The calling frames of the user's own code, innermost first: (file, line, function)."""
     frames = []
     frame = sys._getframe(1)
     while frame is not None and len(frames) < limit:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_LIBRARY_DIRS) and not filename.startswith("<frozen"):
-            frames.append((filename, frame.f_lineno, frame.f_code.co_name))
+        if is_user_file(frame.f_code.co_filename):
+            frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
     return tuple(frames)
 
@@ -181,9 +191,10 @@ class LiveTensorBytes(TorchDispatchMode):
         self._prune()
         return sum(entry.nbytes for entry in self._storages.values())
 
-    def live_storages(self) -> list[_Storage]:
+    def live_items(self) -> list[tuple[int, _Storage]]:
+        """(storage key, entry) for every live storage."""
         self._prune()
-        return list(self._storages.values())
+        return list(self._storages.items())
 
     def keys(self) -> set[int]:
         self._prune()
@@ -294,9 +305,14 @@ except OSError:  # no /dev/shm (not Linux): nothing to count
 
 def shared_memory_bytes(pids: list[int] | None = None) -> int:
     """Bytes of distinct /dev/shm files held open by this process and its descendants (Linux),
-    or by ``pids`` only."""
+    or by ``pids`` only; a file several of them hold counts once."""
+    return sum(shared_memory_files([os.getpid(), *child_pids()] if pids is None else pids).values())
+
+
+def shared_memory_files(pids: list[int]) -> dict[tuple[int, int], int]:
+    """(device, inode) -> size of every /dev/shm file the processes ``pids`` hold open."""
     seen: dict[tuple[int, int], int] = {}
-    for pid in pids if pids is not None else [os.getpid(), *child_pids()]:
+    for pid in pids:
         fd_dir = f"/proc/{pid}/fd"
         try:
             fds = os.listdir(fd_dir)
@@ -309,7 +325,7 @@ def shared_memory_bytes(pids: list[int] | None = None) -> int:
                 continue
             if info.st_dev == _SHM_DEVICE:
                 seen[(info.st_dev, info.st_ino)] = info.st_size
-    return sum(seen.values())
+    return seen
 
 
 def live_children() -> list[psutil.Process]:
@@ -356,7 +372,7 @@ class Probe:
 
     device: str = "cpu"
     resources: tuple[str, ...] = field(default_factory=tuple)
-    record_sites: bool = False
+    track_tensors: bool = False  # count CPU tensors even when not watched (attribution needs them)
 
     def __post_init__(self) -> None:
         if not self.resources:
@@ -374,9 +390,9 @@ class Probe:
         gc.freeze()
         if self.device == "cuda":
             warm_up_cuda()
-        if CPU_TENSORS in self.resources or self.record_sites and self.device == "cpu":
+        if CPU_TENSORS in self.resources or self.track_tensors and self.device == "cpu":
             # Sites are recorded only once attribution starts (after the measured steps).
-            self.tensors = LiveTensorBytes(record_sites=False)
+            self.tensors = LiveTensorBytes()
             self.tensors.__enter__()
         return self
 
@@ -410,10 +426,9 @@ class Probe:
                 # Our own descriptors (~100 in a CUDA process, ~120 µs to stat) can only gain a
                 # shared-memory file from a child or from a scan that already found one: skip them
                 # while there are neither.
-                scan_own = self._own_shared or bool(children)
-                own = shared_memory_bytes([os.getpid()]) if scan_own else 0
-                self._own_shared = own > 0
-                readings[resource] = own + (shared_memory_bytes(children) if children else 0)
+                own = shared_memory_files([os.getpid()]) if self._own_shared or children else {}
+                self._own_shared = bool(own)
+                readings[resource] = sum({**own, **shared_memory_files(children)}.values())
         return readings
 
     def settle(self, clear_workspaces: bool = False) -> None:
@@ -421,8 +436,8 @@ class Probe:
 
         ``clear_workspaces`` drops cuBLAS/cuBLASLt workspaces, which the first matmul of a shape
         family allocates and keeps for the process, and empties the caching allocator; PyTorch's
-        CudaMemoryLeakCheck does the same around its before/after comparison. Not before the baseline: the next step would
-        allocate them again and look like growth.
+        CudaMemoryLeakCheck does the same around its before/after comparison. Not before the
+        baseline: the next step would allocate them again and look like growth.
         """
         gc.collect()
         if self.device == "cuda":
@@ -447,6 +462,6 @@ def format_exception(exc: BaseException) -> str:
 __all__ = [
     "CPU_TENSORS", "DEVICE_ALLOCATED", "DEVICE_RESERVED", "DESCRIPTIONS", "HOST_HEAP", "HOST_HEAP_SOURCE",
     "LiveTensorBytes", "PINNED_HOST", "Probe", "RESOURCES", "SHARED_MEMORY", "WORKER_MEMORY", "cuda_usable", "device_counters",
-    "host_heap_bytes", "live_children", "measurable", "pinned_host_bytes", "storage_key", "user_stack",
+    "host_heap_bytes", "is_user_file", "live_children", "measurable", "pinned_host_bytes", "storage_key", "user_stack",
     "warm_up_cuda", "worker_uss_bytes",
 ]

@@ -8,7 +8,6 @@ per step as *metrics*, for symptoms that are not memory.
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import json
 import os
@@ -115,7 +114,7 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
     budget = {**DEFAULT_BUDGET, **options.budget}
     report = Report(device=device, steps=options.steps, warmup=options.warmup, name=options.name)
     children_before = {p.pid for p in live_children()}
-    probe = Probe(device, tuple(options.resources), record_sites=options.attribute)
+    probe = Probe(device, tuple(options.resources), track_tensors=options.attribute)
     with probe:
         probe.settle(clear_workspaces=True)
         before = probe.sample()
@@ -180,13 +179,14 @@ def _decide_all(report, samples, before, after, budget, options, device) -> None
     capacity = options.exhaust_at or capacity_bytes(device)
     for resource in samples[0]:
         series = [s[resource] for s in samples]
-        if report.stopped_by_budget == resource or (report.stopped_by_budget and len(series) < 3):
+        if report.stopped_by_budget == resource:
             trend = decide_truncated(series, NOISE_FLOOR[resource])
-        else:
+        elif len(series) >= 3:
             trend = decide(series, NOISE_FLOOR[resource], PLATEAU_MIN[resource])
-        total = series[-1] if resource not in (CPU_TENSORS, HOST_HEAP) else series[-1] - before[resource]
+        else:
+            continue  # the budget cut the run before this resource had a series to judge
         result = ResourceResult(resource, series, trend, before[resource], after[resource])
-        result.steps_to_exhaust = trend.steps_to_exhaust(total, capacity)
+        result.steps_to_exhaust = trend.steps_to_exhaust(series[-1], capacity)
         report.resources[resource] = result
         tolerance = RELEASE_TOLERANCE.get(resource)
         if tolerance is not None and after[resource] - before[resource] > tolerance:
@@ -246,7 +246,11 @@ def load_script(path: str | os.PathLike[str]) -> types.ModuleType:
 
 
 def forget_script(module: types.ModuleType) -> None:
+    """Drop a loaded script. Clearing its namespace breaks the cycle between its functions and
+    their globals, so reference counting frees its models and caches at once, without a full
+    garbage collection (~0.14 s in a pytest session, once per run)."""
     sys.modules.pop(module.__name__, None)
+    module.__dict__.clear()
 
 
 def parse_target(target: str) -> tuple[str, str]:
@@ -276,8 +280,6 @@ def run_script(path: str | os.PathLike[str], factory_name: str = "make_step", de
         return run_factory(factory_from_script(module, factory_name), device, options)
     finally:
         forget_script(module)
-        del module
-        gc.collect()
 
 
 def run_isolated(path: str | os.PathLike[str], factory_name: str, device: str, options: RunOptions,

@@ -49,7 +49,7 @@ def test_sees_storage_resized_in_place():
 def test_records_the_user_line_that_allocated():
     with LiveTensorBytes(record_sites=True) as tracker:
         keep = torch.ones(100)  # the line to find
-        entry = next(e for e in tracker.live_storages() if e.nbytes == 400)
+        entry = next(e for _, e in tracker.live_items() if e.nbytes == 400)
         filename, lineno, function = entry.site[0]
         assert filename == __file__ and function == "test_records_the_user_line_that_allocated"
         assert "the line to find" in open(__file__).read().splitlines()[lineno - 1]
@@ -128,3 +128,20 @@ def test_shared_memory_sees_batches_in_flight_from_workers():
     held = shared_memory_bytes(pids)
     del iterator, batch
     assert 4 * batch_bytes <= held <= 6 * batch_bytes
+
+
+def test_a_shared_memory_file_held_by_parent_and_child_counts_once():
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(dir="/dev/shm", prefix="leaklab-test-") as handle:
+        handle.truncate(3 * 1024 * 1024)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=[handle.fileno()])
+        try:
+            with Probe("cpu", ("shared_memory",)) as probe:
+                held = probe.sample()["shared_memory"]
+        finally:
+            child.kill()
+            child.wait(timeout=30)
+    assert held == 3 * 1024 * 1024, f"{held} B: the file both processes hold must count once"
