@@ -17,7 +17,7 @@ from typing import Any
 from leaklab.measure import RESOURCES
 from leaklab.report import Report, report_from_json
 from leaklab.runner import RunOptions, run_isolated, run_script
-from leaklab.verdict import VERDICTS, decide
+from leaklab.verdict import VERDICTS, decide, format_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -150,6 +150,34 @@ def run_case(case: Case, role: str, device: str, script: Path | None = None, att
         report.name = options.name
         return report
     return run_script(script, case.factory, device, options)
+
+
+def case_row(case: Case, leak: Report, fixes: list[Report]) -> dict[str, str]:
+    """One row of the lab's verdict table: what the case did here."""
+    site = leak.leak_site
+    growing = leak.verdict in ("grows", "plateau")
+    return {
+        "case": case.slug,
+        "device": leak.device,
+        "leak": leak.verdict,
+        "fix": ",".join(fix.verdict for fix in fixes) or "-",
+        "resource": leak.resource if growing else case.meta["resource"],
+        "per step": format_bytes(leak.per_step_bytes) if leak.verdict == "grows" else "-",
+        "line": f"{Path(site.filename).name}:{site.lineno}" + (f" ({site.held_by})" if site.held_by else "")
+        if site else "-",
+        "seed claim": case.meta["claim_status"],
+    }
+
+
+def format_table(rows: list[dict[str, str]]) -> str:
+    """Rows of equal keys as an aligned text table."""
+    if not rows:
+        return ""
+    headers = list(rows[0])
+    widths = {h: max(len(h), *(len(str(r[h])) for r in rows)) for h in headers}
+    lines = ["  ".join(f"{h:<{widths[h]}}" for h in headers)]
+    lines += ["  ".join(f"{str(r[h]):<{widths[h]}}" for h in headers) for r in rows]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- expectations

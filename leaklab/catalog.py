@@ -15,6 +15,7 @@ from typing import Any
 
 from leaklab.cases import ROOT, SYMPTOMS, Case, discover
 from leaklab.measure import DESCRIPTIONS
+from leaklab.results import case_runs
 from leaklab.verdict import GROWS, PLATEAU, format_bytes
 
 CATALOG_PATH = ROOT / "CATALOG.md"
@@ -48,9 +49,9 @@ def _short_where(document: dict[str, Any]) -> str:
 
 def _verdict_pair(case: Case, document: dict[str, Any]) -> str:
     """``grows → bounded`` for a case in one results file (``–`` where it did not run)."""
-    runs = [run for run in document["runs"].values() if run.get("case") == case.slug]
+    runs = case_runs(document, case.slug)
     leak = [run["verdict"] for run in runs if run["role"] == "leak"]
-    fixes = [run["verdict"] for run in sorted(runs, key=lambda r: r["name"]) if run["role"] == "fix"]
+    fixes = [run["verdict"] for run in runs if run["role"] == "fix"]
     if not leak:
         return "–"
     return f"{leak[0]} → {', '.join(fixes) or '–'}"
@@ -110,9 +111,7 @@ def _others(run: dict[str, Any]) -> str:
 def _measured(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     rows = []
     for filename, document in results:
-        for run in sorted(document["runs"].values(), key=lambda r: (r.get("role") != "leak", r["name"])):
-            if run.get("case") != case.slug:
-                continue
+        for run in case_runs(document, case.slug):
             script = run.get("script", "")
             label = run["role"] + (f" (`{script}`)" if script and script != case.slug else "")
             rows.append(f"| {_where(document)} | {label} | {_figure(run)} | {_others(run)} | "
@@ -126,8 +125,8 @@ def _measured(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str
 def _site(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     lines = []
     for _, document in results:
-        for run in document["runs"].values():
-            if run.get("case") == case.slug and run["role"] == "leak":
+        for run in case_runs(document, case.slug):
+            if run["role"] == "leak":
                 if run.get("sites") and run["verdict"] in (GROWS, PLATEAU) and run["resource"] in ("cpu_tensors", "device_allocated"):
                     site = run["sites"][0]
                     lines.append(f"- {_where(document)}: allocated at `{Path(site['filename']).name}:{site['lineno']}` "

@@ -150,8 +150,8 @@ def _device(choice: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from leaklab.cases import CaseError, discover, get_case, mismatches, run_case
-    from leaklab.plugin import format_table
+    from leaklab.cases import CaseError, case_row, discover, format_table, get_case, mismatches, run_case
+    from leaklab.marks import unmet
     from leaklab.results import entry, write_results
 
     device = _device(args.device)
@@ -162,11 +162,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.plot and len(cases) != 1:
         raise BadInput("--plot draws one case: name exactly one")
     rows, entries, failures = [], [], 0
-    from leaklab.marks import unmet
 
     def skipped(case: Any, why: str) -> dict[str, str]:
-        return {"case": case.slug, "leak": "-", "fix": "-", "resource": "-", "per step": "-",
-                "as catalogued": why, "seed claim": case.meta["claim_status"]}
+        row = dict.fromkeys(("case", "device", "leak", "fix", "resource", "per step", "line"), "-")
+        return {**row, "case": case.slug, "seed claim": case.meta["claim_status"], "as catalogued": why}
 
     for case in cases:
         if device not in case.devices:
@@ -189,15 +188,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             problems += mismatches(fix_report, case.expected(device, "fix"))
         failures += bool(problems)
         leak = reports["leak"][0]
-        rows.append({
-            "case": case.slug,
-            "leak": leak.verdict,
-            "fix": ",".join(r.verdict for r in reports["fix"]),
-            "resource": leak.resource if leak.verdict in ("grows", "plateau") else case.meta["resource"],
-            "per step": format_bytes(leak.per_step_bytes) if leak.verdict == "grows" else "-",
-            "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120],
-            "seed claim": case.meta["claim_status"],
-        })
+        rows.append({**case_row(case, leak, reports["fix"]),
+                     "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120]})
         for role, role_reports in reports.items():
             for script, report in zip(case.scripts(role), role_reports, strict=False):
                 entries.append(entry(report, case=case.slug, role=role, script=script.stem))

@@ -11,6 +11,7 @@ from typing import Any
 
 from leaklab.cases import Case
 from leaklab.measure import DESCRIPTIONS
+from leaklab.results import case_runs
 from leaklab.runner import BadInput
 
 
@@ -79,19 +80,13 @@ def plot_case(case: Case, leak: dict[str, Any], fixes: list[dict[str, Any]], pat
 def plot_results(cases: list[Case], document: dict[str, Any], directory: Path) -> list[Path]:
     """Draw ``<case>-<device>.png`` for every case with a leak run in a results document."""
     written = []
-    by_case: dict[tuple[str, str], dict[str, Any]] = {}
-    for run in document["runs"].values():
-        if run.get("case"):
-            slot = by_case.setdefault((run["case"], run["device"]), {"leak": None, "fix": []})
-            if run["role"] == "leak":
-                slot["leak"] = run
-            else:
-                slot["fix"].append(run)
-    known = {case.slug: case for case in cases}
-    for (slug, device), slot in sorted(by_case.items()):
-        if slug not in known or slot["leak"] is None or slot["leak"]["verdict"] == "raises":
-            continue
-        path = directory / f"{slug}-{device}.png"
-        plot_case(known[slug], slot["leak"], sorted(slot["fix"], key=lambda r: r["name"]), path)
-        written.append(path)
+    for case in cases:
+        runs = case_runs(document, case.slug)
+        for device in sorted({run["device"] for run in runs}):
+            leak, *fixes = [run for run in runs if run["device"] == device]
+            if leak["role"] != "leak" or leak["verdict"] == "raises":
+                continue
+            path = directory / f"{case.slug}-{device}.png"
+            plot_case(case, leak, fixes, path)
+            written.append(path)
     return written

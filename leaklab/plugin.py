@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from leaklab import marks
-from leaklab.cases import Case, mismatches, run_case
+from leaklab.cases import Case, case_row, format_table, mismatches, run_case
 from leaklab.report import Report
 from leaklab.results import entry, environment, write_results
 from leaklab.runner import RunOptions, run_factory
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, format_bytes
+from leaklab.verdict import BOUNDED, GROWS
 
 _STATE = pytest.StashKey["LabState"]()
 
@@ -139,33 +139,10 @@ def lab_rows(state: LabState) -> list[dict[str, str]]:
     """One row per case and device: what the lab teaches, read off this session's runs."""
     rows = []
     for (slug, role, device, _script), report in sorted(state.reports.items()):
-        if role != "leak":
-            continue
-        case = state.cases[slug]
-        fixes = [r for (s, ro, d, _), r in state.reports.items() if s == slug and ro == "fix" and d == device]
-        site = report.sites[0] if report.sites else None
-        rows.append({
-            "case": slug,
-            "device": device,
-            "leak": report.verdict,
-            "fix": ",".join(sorted({f.verdict for f in fixes})) or "-",
-            "resource": report.resource if report.verdict in (GROWS, PLATEAU) else case.meta["resource"],
-            "per_step": format_bytes(report.per_step_bytes) if report.verdict == GROWS else "-",
-            "line": (f"{Path(site.filename).name}:{site.lineno}" + (f" ({site.held_by})" if site.held_by else ""))
-            if site and report.verdict != BOUNDED else "-",
-            "seed": case.meta["claim_status"],
-        })
+        if role == "leak":
+            fixes = [r for (s, ro, d, _), r in sorted(state.reports.items()) if s == slug and ro == "fix" and d == device]
+            rows.append(case_row(state.cases[slug], report, fixes))
     return rows
-
-
-def format_table(rows: list[dict[str, str]]) -> str:
-    if not rows:
-        return ""
-    headers = list(rows[0])
-    widths = {h: max(len(h), *(len(str(r[h])) for r in rows)) for h in headers}
-    lines = ["  ".join(f"{h:<{widths[h]}}" for h in headers)]
-    lines += ["  ".join(f"{str(r[h]):<{widths[h]}}" for h in headers) for r in rows]
-    return "\n".join(lines)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

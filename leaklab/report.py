@@ -127,6 +127,14 @@ class Report:
         return list(self.resources[resource].samples) if resource else []
 
     @property
+    def leak_site(self) -> Site | None:
+        """Where the growing tensor memory was allocated, when tensor memory is what grows (for a
+        host-heap leak the sites are only the last step's live tensors, not the leak)."""
+        if self.sites and self.verdict in (GROWS, PLATEAU) and self.resource in (CPU_TENSORS, DEVICE_ALLOCATED):
+            return self.sites[0]
+        return None
+
+    @property
     def released(self) -> bool:
         """Memory went back to where it was before the step was built, and no child is left."""
         return not self.leftover and self.children_left == 0
@@ -156,8 +164,8 @@ class Report:
             line += f"; also {', '.join(others)}"
         if self.stopped_by_budget:
             line += f"; stopped: {self.stopped_by_budget} passed its budget"
-        if self.sites and resource in ("cpu_tensors", "device_allocated") and self.verdict != BOUNDED:
-            site = self.sites[0]
+        site = self.leak_site
+        if site is not None:
             line += f"; allocated at {site.filename.rsplit('/', 1)[-1]}:{site.lineno}"
             if site.held_by:
                 line += f", held by {site.held_by}"

@@ -88,6 +88,12 @@ def load_results(path: str | Path) -> dict[str, Any]:
     return document
 
 
+def case_runs(document: dict[str, Any], slug: str) -> list[dict[str, Any]]:
+    """A case's runs in a results document: the leak first, then its fixes, by name."""
+    runs = [run for run in document["runs"].values() if run.get("case") == slug]
+    return sorted(runs, key=lambda run: (run["role"] != "leak", run["name"]))
+
+
 # --------------------------------------------------------------------------- compare
 @dataclass
 class Change:
