@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from leaklab.cases import discover
+from leaklab_lab.cases import discover
 
 NEAR = 6  # lines between the attributed frame and a `# LEAK:` mark
 
@@ -28,8 +28,8 @@ def _params():
 
 
 @pytest.mark.parametrize(("case", "device"), list(_params()))
-def test_leak_is_attributed_near_its_mark(case, device, leak_check):
-    report = leak_check.case_report(case, "leak", device)
+def test_leak_is_attributed_near_its_mark(case, device, lab):
+    report = lab.case_report(case, "leak", device)
     resource = DEVICE_RESOURCE[device]
     assert report.resources[resource].verdict in ("grows", "plateau"), (
         f"{case.slug} has attribute = true but its {resource} does not grow on {device}: {report.summary()}")

@@ -3,7 +3,7 @@ assertion fails on the other twin (a mutation check that needs no extra run)."""
 
 import pytest
 
-from leaklab.cases import discover, mismatches
+from leaklab_lab.cases import discover, mismatches
 
 CASES = discover()
 
@@ -19,9 +19,9 @@ def _params():
 
 
 @pytest.mark.parametrize(("case", "device", "role", "script"), list(_params()))
-def test_case(case, device, role, script, leak_check, benchmark):
+def test_case(case, device, role, script, lab, benchmark):
     benchmark.group = f"{case.slug}-{device}"
-    report = benchmark.pedantic(leak_check.case_report, args=(case, role, device, script), rounds=1, iterations=1)
+    report = benchmark.pedantic(lab.case_report, args=(case, role, device, script), rounds=1, iterations=1)
     benchmark.extra_info.update(
         verdict=report.verdict,
         resource=report.resource,
@@ -30,12 +30,12 @@ def test_case(case, device, role, script, leak_check, benchmark):
         median_step_seconds=report.median_step_seconds,
     )
     needs_fix = role == "leak" and "level_over_fix" in case.expected(device, role)
-    fix_report = leak_check.case_report(case, "fix", device) if needs_fix else None
-    leak_check.expect(report, case.expected(device, role), fix_report)
+    fix_report = lab.case_report(case, "fix", device) if needs_fix else None
+    lab.expect(report, case.expected(device, role), fix_report)
     if role == "fix":
         # Mutation check, both ways: the leak's assertions must fail on this fix, and this fix's
         # assertions must fail on the leak; otherwise one of them tests nothing.
-        leak_report = leak_check.case_report(case, "leak", device)
+        leak_report = lab.case_report(case, "leak", device)
         assert mismatches(report, case.expected(device, "leak"), report), (
             f"{case.slug}: the leak's expectations also hold for the fix {script.name}"
         )

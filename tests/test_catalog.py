@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from leaklab.cases import discover
-from leaklab.catalog import CATALOG_PATH, render
 from leaklab.cli import main
+from leaklab_lab.cases import discover
+from leaklab_lab.catalog import CATALOG_PATH, render
 
 CASES = discover()
 ALLOWED_IMPORTS = set(sys.stdlib_module_names) | {"torch", "torchvision", "__future__"}

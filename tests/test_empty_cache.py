@@ -9,7 +9,7 @@ cudaFree again), not the seed's number.
 import pytest
 import torch
 
-from leaklab.timing import empty_cache_policies, empty_cache_ratios, format_ratios, resnet18_step
+from leaklab_lab.timing import empty_cache_policies, empty_cache_ratios, format_ratios, resnet18_step
 
 pytestmark = pytest.mark.cuda
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from leaklab.cases import ROOT, load_case, run_case
 from leaklab.cli import main
-from leaklab.results import entry, write_results
+from leaklab_lab.cases import ROOT, load_case, run_case
+from leaklab_lab.results import entry, write_results
 
 CPU_RESULTS = sorted((ROOT / "results").glob("cpu-*.json"))
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from leaklab.cases import Case
 from leaklab.measure import DESCRIPTIONS
-from leaklab.results import case_runs
 from leaklab.runner import BadInput
+from leaklab_lab.cases import Case
+from leaklab_lab.results import case_runs
 
 
 def _pyplot() -> Any:

@@ -126,7 +126,11 @@ def load_case(toml_path: Path) -> Case:
 
 def discover(root: Path = ROOT) -> list[Case]:
     """Every case under ``root/cases``, sorted by slug."""
-    return [load_case(path) for path in sorted((root / "cases").glob("*.toml"))]
+    found = sorted((root / "cases").glob("*.toml"))
+    if not found:
+        raise CaseError(f"no cases in {root / 'cases'}: the catalog's cases live in a leaklab checkout "
+                        "(cases/, fixes/); run `leaklab run` from there")
+    return [load_case(path) for path in found]
 
 
 def get_case(slug: str, root: Path = ROOT) -> Case:

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from leaklab.cases import ROOT, SYMPTOMS, Case, discover
 from leaklab.measure import DESCRIPTIONS
-from leaklab.results import case_runs
 from leaklab.verdict import GROWS, PLATEAU, format_bytes
+from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
+from leaklab_lab.results import case_runs
 
 CATALOG_PATH = ROOT / "CATALOG.md"
 RESULTS_DIR = ROOT / "results"

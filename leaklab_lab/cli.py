@@ -1,0 +1,182 @@
+"""The lab's subcommands of ``leaklab``: ``run``, ``compare``, ``bench`` and ``catalog``.
+
+Exit codes: 0 all as expected / no regression; 1 a case did not behave as its catalog entry
+says / a regression; 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from leaklab.cli import EXIT_GROWS, EXIT_OK
+from leaklab.measure import cuda_usable
+from leaklab.runner import BadInput
+
+
+def register(commands: Any) -> None:
+    """Add the lab's subcommands to ``leaklab``'s parser (entry point ``leaklab.commands``)."""
+    run = commands.add_parser("run", help="run the catalog's cases and print the verdict table")
+    run.add_argument("cases", nargs="*", help="case slugs (default: all)")
+    run.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
+    run.add_argument("--results", metavar="PATH", help="write every run's verdicts and figures to this JSON file")
+    run.add_argument("--plot", metavar="FILE", help="draw the leak's and the fix's curves (one case) to a PNG")
+    run.add_argument("--plot-dir", metavar="DIR", help="draw every case's curves to DIR/<case>-<device>.png")
+    run.add_argument("--attribute", action="store_true", help="attribute each leak to a source line")
+    run.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
+
+    compare = commands.add_parser("compare", help="compare two results files (e.g. before and after a torch upgrade)")
+    compare.add_argument("old")
+    compare.add_argument("new")
+    compare.add_argument("--tolerance", type=float, default=0.25, help="relative change in bytes/step to report")
+
+    bench = commands.add_parser("bench", help="measure the harness's own overheads (and empty_cache on a GPU)")
+    bench.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
+    bench.add_argument("--results", metavar="PATH", help="write the figures to this JSON file")
+    bench.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
+
+    catalog = commands.add_parser("catalog", help="write CATALOG.md from the cases and the committed results")
+    catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
+    catalog.add_argument("--output", default=None, help="where to write (default: CATALOG.md at the repo root)")
+    catalog.add_argument("--curves", action="store_true", help="also redraw docs/curves/*.png from the committed results")
+    run.set_defaults(handler=cmd_run)
+    compare.set_defaults(handler=cmd_compare)
+    bench.set_defaults(handler=cmd_bench)
+    catalog.set_defaults(handler=cmd_catalog)
+
+
+def _device(choice: str) -> str:
+    if choice == "auto":
+        return "cuda" if cuda_usable() else "cpu"
+    if choice == "cuda" and not cuda_usable():
+        raise BadInput("--device cuda was asked for, but torch sees no CUDA device here")
+    return choice
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from leaklab_lab.cases import CaseError, case_row, discover, format_table, get_case, mismatches, run_case
+    from leaklab_lab.marks import unmet
+    from leaklab_lab.results import entry, write_results
+
+    device = _device(args.device)
+    try:
+        cases = [get_case(slug) for slug in args.cases] if args.cases else discover()
+    except CaseError as exc:
+        raise BadInput(str(exc)) from exc
+    if args.plot and len(cases) != 1:
+        raise BadInput("--plot draws one case: name exactly one")
+    rows, entries, failures = [], [], 0
+
+    def skipped(case: Any, why: str) -> dict[str, str]:
+        row = dict.fromkeys(("case", "device", "leak", "fix", "resource", "per step", "line"), "-")
+        return {**row, "case": case.slug, "seed claim": case.meta["claim_status"], "as catalogued": why}
+
+    for case in cases:
+        if device not in case.devices:
+            rows.append(skipped(case, f"skipped: no {device} form"))
+            continue
+        reason = unmet(case.markers(device))
+        if reason:
+            rows.append(skipped(case, f"skipped: {reason}"))
+            continue
+        print(f"running {case.slug} on {device} ...", file=sys.stderr, flush=True)
+        try:
+            reports = {"leak": [run_case(case, "leak", device, attribute=args.attribute)]}
+            reports["fix"] = [run_case(case, "fix", device, script) for script in case.fixes]
+        except Exception as exc:  # one broken case must not hide the rest of the catalog
+            failures += 1
+            rows.append(skipped(case, f"NO: the run failed: {type(exc).__name__}: {exc}"[:120]))
+            continue
+        problems = mismatches(reports["leak"][0], case.expected(device, "leak"), reports["fix"][0])
+        for fix_report in reports["fix"]:
+            problems += mismatches(fix_report, case.expected(device, "fix"))
+        failures += bool(problems)
+        leak = reports["leak"][0]
+        rows.append({**case_row(case, leak, reports["fix"]),
+                     "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120]})
+        for role, role_reports in reports.items():
+            for script, report in zip(case.scripts(role), role_reports, strict=False):
+                entries.append(entry(report, case=case.slug, role=role, script=script.stem))
+        plot_path = args.plot or (args.plot_dir and Path(args.plot_dir) / f"{case.slug}-{device}.png")
+        if plot_path:
+            from leaklab_lab.plot import plot_case
+
+            plot_case(case, reports["leak"][0].to_json(), [r.to_json() for r in reports["fix"]], plot_path)
+            print(f"curves written to {plot_path}", file=sys.stderr)
+    print(format_table(rows))
+    if args.results:
+        write_results(args.results, entries, device, note=args.note)
+        print(f"results written to {args.results}", file=sys.stderr)
+    return EXIT_GROWS if failures else EXIT_OK
+
+
+# --------------------------------------------------------------------------- compare / catalog
+def cmd_compare(args: argparse.Namespace) -> int:
+    from leaklab_lab.results import compare, format_changes, load_results
+
+    try:
+        old, new = load_results(args.old), load_results(args.new)
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as exc:
+        raise BadInput(str(exc)) from exc
+    changes = compare(old, new, tolerance=args.tolerance)
+    print(f"old: torch {old['environment']['torch']} on {old['environment']['device_name']}")
+    print(f"new: torch {new['environment']['torch']} on {new['environment']['device_name']}")
+    print(format_changes(changes))
+    regressions = [c for c in changes if c.regression]
+    if regressions:
+        print(f"{len(regressions)} regression(s): a fix started leaking or a leak stopped reproducing")
+        return EXIT_GROWS
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from leaklab_lab import timing
+    from leaklab_lab.results import write_results
+
+    device = _device(args.device)
+    measurements = {f"probe_overhead_{device}": lambda: timing.probe_overhead(device)}
+    if device == "cuda":
+        measurements["history_overhead_cuda"] = timing.history_overhead
+        measurements["empty_cache_resnet18"] = timing.empty_cache_ratios
+    else:
+        measurements["tracker_overhead_cpu"] = timing.tracker_overhead
+    figures = {}
+    for name, measure in measurements.items():
+        print(f"measuring {name} ...", file=sys.stderr, flush=True)
+        figures[name] = measure()
+        print(f"{name}:\n{timing.format_ratios(figures[name])}\n")
+    costs = timing.probe_costs(device)
+    print("one reading of each resource:", ", ".join(f"{k} {v['median_us']:.0f} µs" for k, v in costs.items()))
+    if args.results:
+        write_results(args.results, [], device, note=args.note, benchmarks={**figures, "probe_costs": costs})
+        print(f"results written to {args.results}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from leaklab_lab.catalog import CATALOG_PATH, render
+
+    output = Path(args.output) if args.output else CATALOG_PATH
+    text = render()
+    if args.check:
+        if not output.is_file() or output.read_text() != text:
+            print(f"leaklab: {output} is stale; run `leaklab catalog` to regenerate it", file=sys.stderr)
+            return EXIT_GROWS
+        print(f"{output} is up to date")
+        return EXIT_OK
+    if args.curves:
+        from leaklab_lab.cases import discover
+        from leaklab_lab.catalog import CURVES_DIR, load_all_results
+        from leaklab_lab.plot import plot_results
+
+        for _, document in load_all_results():
+            for path in plot_results(discover(), document, CURVES_DIR):
+                print(f"drew {path}")
+        text = render()  # the entries link the curves that now exist
+    output.write_text(text)
+    print(f"wrote {output}")
+    return EXIT_OK
+
