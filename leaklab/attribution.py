@@ -46,8 +46,8 @@ class Watcher:
 
 
 def start(probe: Probe, step: Callable[[], Any] | None = None, snapshot_path: str | None = None) -> Watcher:
-    watcher = Watcher(probe.device, snapshot_path=snapshot_path)
-    if probe.device == "cuda":
+    watcher = Watcher(probe.kind, snapshot_path=snapshot_path)
+    if probe.kind == "cuda":
         torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
     elif probe.tensors is not None:
         watcher.baseline_keys = probe.tensors.keys()

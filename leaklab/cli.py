@@ -1,7 +1,14 @@
-"""The command line: ``leaklab check``, ``run``, ``compare`` and ``catalog``.
+"""The command line: ``leaklab check`` (the tool), and the lab's ``run``, ``compare``, ``bench`` and
+``catalog`` where the lab is there.
 
-Exit codes: 0 bounded / all as expected / no regression; 1 grows / a case did not behave as
-its catalog entry says / a regression; 2 bad input (one line on stderr).
+Exit codes of ``leaklab check``:
+  0  bounded: no watched resource grows, nothing was left behind
+  1  a leak: a resource grows, or the step left child processes running (they are stopped)
+  2  bad input: usage, a missing or broken file, a factory that fails; nothing was measured
+  3  the step itself failed: it raised, called sys.exit, was interrupted or timed out
+  4  plateau: memory rose, then stopped (a bounded cache); not a leak, worth knowing
+The lab's commands: 0 as expected / no regression, 1 a case differs from its entry / a
+regression, 2 bad input.
 """
 
 from __future__ import annotations
@@ -10,32 +17,37 @@ import argparse
 import importlib
 import importlib.util
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-from leaklab.measure import RESOURCES
-from leaklab.runner import (
-    BadInput,
-    RunOptions,
-    factory_from_script,
-    forget_script,
-    load_script,
-    parse_target,
-    run_factory,
-)
-from leaklab.verdict import BOUNDED, format_bytes
+from leaklab import resources as known
+from leaklab.report import EXIT_BAD_INPUT, EXIT_BOUNDED, EXIT_LEAK, EXIT_STEP_FAILED
 
-EXIT_OK, EXIT_GROWS, EXIT_BAD_INPUT = 0, 1, 2
+# The lab's commands answer 0 (as expected), 1 (a difference or regression) or 2 (bad input).
+EXIT_OK, EXIT_GROWS = EXIT_BOUNDED, EXIT_LEAK
+DEFAULT_TIMEOUT = 600.0  # seconds one step may take under `leaklab check` unless --timeout says otherwise
 
 
 def _resources(value: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in value.split(",") if name.strip())
-    unknown = [name for name in names if name not in RESOURCES]
+    unknown = [name for name in names if name not in known.BY_NAME]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown resource {', '.join(unknown)}; known: {', '.join(RESOURCES)}")
+        raise argparse.ArgumentTypeError(f"unknown resource {', '.join(unknown)}; known: {', '.join(known.NAMES)}")
     return names
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {value!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {value}")
+    return seconds
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,15 +69,21 @@ def lab_commands() -> list[Callable[[Any], None]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="leaklab", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="leaklab", description=__doc__.split("\n\n")[0],
+                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    check = commands.add_parser("check", help="check your own step for leaks")
+    check = commands.add_parser("check", help="check your own step for leaks",
+                                description="Check your own step for leaks. " + __doc__.split("\n\n", 1)[1].split("The lab")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("target", help="PATH.py:FACTORY, where FACTORY(device) returns a callable running one step")
-    check.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    check.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     check.add_argument("--steps", type=int, default=20, help="measured steps (default 20)")
     check.add_argument("--warmup", type=int, default=5, help="steps before the baseline (default 5)")
-    check.add_argument("--resource", type=_resources, default=(), help="comma-separated resources (default: all)")
+    check.add_argument("--resource", type=_resources, default=(),
+                       help=f"comma-separated resources (default: all that can be read): {', '.join(known.NAMES)}")
+    check.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+                       help=f"seconds one step may take before the check ends with exit 3 (default {DEFAULT_TIMEOUT:g})")
     check.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     check.add_argument("--attribute", action="store_true", help="name the line that allocated what stayed alive")
     check.add_argument("--snapshot", metavar="FILE", help="(cuda) write an allocator snapshot for pytorch.org/memory_viz")
@@ -85,11 +103,17 @@ def main(argv: list[str] | None = None) -> int:
               "run it from a leaklab checkout after `pip install -e '.[lab]'`", file=sys.stderr)
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
+    from leaklab.files import UnwritablePath
+    from leaklab.runner import BadInput
+
     try:
         return args.handler(args)
-    except BadInput as exc:
+    except (BadInput, UnwritablePath) as exc:
         print(f"leaklab: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("leaklab: interrupted", file=sys.stderr)
+        return EXIT_STEP_FAILED
 
 
 # --------------------------------------------------------------------------- check
@@ -98,47 +122,56 @@ def _progress(quiet: bool):  # noqa: ANN202
         return None
 
     def show(done: int, total: int, sample: dict[str, int]) -> None:
-        figures = "  ".join(f"{name} {format_bytes(value)}" for name, value in sample.items())
+        figures = "  ".join(f"{name} {known.get(name).format(value)}" for name, value in sample.items())
         print(f"\r[{done}/{total}] {figures}", end="\n" if done == total else "", file=sys.stderr, flush=True)
 
     return show
 
 
+def _terminate_on_sigterm() -> None:
+    """SIGTERM ends a check as Ctrl-C does: the run stops, children are stopped, one line is said."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    from leaklab.runner import (
+        BadInput,
+        RunOptions,
+        factory_from_script,
+        forget_script,
+        load_script,
+        parse_target,
+        run_factory,
+    )
+
     path, factory_name = parse_target(args.target)
     options = RunOptions(steps=args.steps, warmup=args.warmup, resources=args.resource,
                          attribute=args.attribute or bool(args.snapshot), snapshot=args.snapshot,
-                         progress=_progress(args.quiet or args.json))
-    options.validate(args.device)
-    if args.snapshot and args.device != "cuda":
+                         timeout=args.timeout, hard_timeout=True, progress=_progress(args.quiet or args.json))
+    device = options.validate(args.device)
+    if args.snapshot and not device.startswith("cuda"):
         raise BadInput("--snapshot records the CUDA allocator's history: it needs --device cuda")
+    _terminate_on_sigterm()
     module = load_script(path)
     try:
-        factory = factory_from_script(module, factory_name)
-
-        def checked_factory(device: str) -> Any:
-            try:
-                return factory(device)
-            except Exception as exc:
-                raise BadInput(f"{factory_name}({device!r}) raised {type(exc).__name__}: {exc}") from exc
-
-        report = run_factory(checked_factory, args.device, options)
+        report = run_factory(factory_from_script(module, factory_name), device, options)
     finally:
         forget_script(module)
     report.name = args.target
-    if report.error is not None:
-        # The user's step raising is bad input for a leak check: say so, with its traceback.
-        print(report.traceback, file=sys.stderr, end="")
-        print(f"leaklab: {report.summary()}", file=sys.stderr)
-        if args.json:
-            print(json.dumps(report.to_json()))
-        return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps(report.to_json()))
     else:
-        print(report.curve())
-        print(report.summary())
-    return EXIT_OK if report.verdict == BOUNDED else EXIT_GROWS
+        if report.error is not None:
+            print(report.traceback, file=sys.stderr, end="")
+        else:
+            print(report.curve())
+    print(f"leaklab: {report.summary()}" if args.json or report.error else report.summary(),
+          file=sys.stderr if args.json or report.error else sys.stdout)
+    return report.exit_code
 
 
 if __name__ == "__main__":

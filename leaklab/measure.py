@@ -1,21 +1,12 @@
-"""Measuring: what each resource of this process holds right now.
+"""Measuring: the readers behind :mod:`leaklab.resources`, and the :class:`Probe` that reads them.
 
-Every figure comes from an allocator's own counters, never from RSS:
-
-- ``device_allocated`` / ``device_reserved``: the CUDA caching allocator (``torch.cuda.memory_stats``).
-- ``cpu_tensors``: live CPU tensor storage bytes, counted exactly by :class:`LiveTensorBytes`
-  (PyTorch has no ``memory_allocated`` for the CPU).
-- ``host_heap``: bytes in use in the C heap (glibc ``mallinfo2``: ``uordblks + hblkhd``). Autograd
-  nodes, tensor metadata and storages all live there. Python's small objects live in pymalloc
-  arenas (mmap), which ``mallinfo2`` does not see; where glibc is absent we fall back to the
-  process's USS (psutil), which is coarser and says so in :data:`HOST_HEAP_SOURCE`.
-- ``pinned_host``: pinned host memory held by PyTorch's host caching allocator
-  (``torch.cuda.host_memory_stats``), where the torch version has it.
-- ``worker_memory``: unique memory (USS) of this process's children, e.g. DataLoader workers,
-  where copy-on-write pages that reference counting dirtied show up (RSS does not show them).
-- ``shared_memory``: bytes of the shared-memory files that this process and its children hold
-  open: batches that DataLoader workers have produced and the main process has not consumed
-  live there, and no per-process counter (USS, the heap) sees them.
+Every figure comes from an allocator's own counters or the kernel's exact counts, never from
+RSS: the CUDA caching allocator's stats, live CPU tensor storages counted by
+:class:`LiveTensorBytes` (PyTorch has no ``memory_allocated`` for the CPU), glibc's
+``mallinfo2`` for the C heap (where glibc is absent, the process's USS, coarser, as
+:data:`HOST_HEAP_SOURCE` says), pymalloc's block count for small Python objects, PyTorch's host
+caching allocator for pinned memory, and /proc for children, their memory, shared-memory files
+and descriptors. :mod:`leaklab.resources` says what each resource is.
 """
 
 from __future__ import annotations
@@ -27,7 +18,7 @@ import multiprocessing
 import os
 import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -35,26 +26,6 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-
-DEVICE_ALLOCATED = "device_allocated"
-DEVICE_RESERVED = "device_reserved"
-CPU_TENSORS = "cpu_tensors"
-HOST_HEAP = "host_heap"
-PINNED_HOST = "pinned_host"
-WORKER_MEMORY = "worker_memory"
-SHARED_MEMORY = "shared_memory"
-
-RESOURCES = (DEVICE_ALLOCATED, DEVICE_RESERVED, CPU_TENSORS, HOST_HEAP, PINNED_HOST, WORKER_MEMORY, SHARED_MEMORY)
-
-DESCRIPTIONS = {
-    DEVICE_ALLOCATED: "device memory held by live tensors (torch.cuda.memory_allocated)",
-    DEVICE_RESERVED: "device memory reserved by the caching allocator (torch.cuda.memory_reserved)",
-    CPU_TENSORS: "bytes of live CPU tensor storages, autograd-saved ones included",
-    HOST_HEAP: "bytes in use in the process's C heap (glibc mallinfo2)",
-    PINNED_HOST: "pinned host memory held by PyTorch's host caching allocator",
-    WORKER_MEMORY: "unique memory (USS) of child processes such as DataLoader workers",
-    SHARED_MEMORY: "shared-memory files (/dev/shm) held open by this process and its children, e.g. batches in flight from DataLoader workers",
-}
 
 # Frames from these packages are never a leak site: we want the user's line that called them.
 _LIBRARY_DIRS = tuple(
@@ -202,9 +173,9 @@ class LiveTensorBytes(TorchDispatchMode):
 
 
 # --------------------------------------------------------------------------- device / pinned
-def device_counters() -> dict[str, int]:
-    """The CUDA caching allocator's counters that the suite reports (current device)."""
-    stats = torch.cuda.memory_stats()
+def device_counters(device: str = "cuda") -> dict[str, int]:
+    """The CUDA caching allocator's counters that the suite reports."""
+    stats = torch.cuda.memory_stats(device)
     keys = (
         "allocated_bytes.all.current", "reserved_bytes.all.current", "allocated_bytes.all.peak",
         "inactive_split_bytes.all.current", "num_device_alloc", "num_device_free",
@@ -221,24 +192,16 @@ def _nested_current(stats: dict[str, Any], *keys: str) -> int | None:
     return None
 
 
-def device_allocated_reserved() -> tuple[int, int]:
-    """Allocated and reserved bytes on the current device, from one read of the allocator.
-
-    The nested dict straight from C++ costs a fraction of ``memory_allocated()`` plus
-    ``memory_reserved()``, each of which flattens the whole stats dict in Python (about 95 µs
-    apiece on the H200): this runs after every measured step.
-    """
-    stats = torch._C._cuda_memoryStats(torch.cuda.current_device())
-    return (int(stats["allocated_bytes"]["all"]["current"]), int(stats["reserved_bytes"]["all"]["current"]))
-
-
 def pinned_host_bytes() -> int | None:
     """Pinned host bytes owned by PyTorch's host caching allocator (in use and cached), or None
     where the torch version does not report them."""
-    read = getattr(torch._C, "_cuda_hostMemoryStats", None)
+    read = getattr(torch.cuda, "host_memory_stats_as_nested_dict", None) or getattr(torch.cuda, "host_memory_stats", None)
     if read is None or not cuda_usable():
         return None
-    value = _nested_current(read(), "allocated_bytes", "reserved_bytes", "active_bytes")
+    stats = read()
+    if "allocated_bytes" not in stats and "allocated_bytes.current" in stats:  # the flat form
+        return int(stats["allocated_bytes.current"])
+    value = _nested_current(stats, "allocated_bytes", "reserved_bytes", "active_bytes")
     return 0 if value is None else value
 
 
@@ -343,54 +306,78 @@ def live_children() -> list[psutil.Process]:
 
 
 # --------------------------------------------------------------------------- the probe
-def measurable(device: str) -> tuple[str, ...]:
-    """Resources that can be read for a run on ``device`` (defaults leave out costly ones)."""
-    if device == "cuda":
-        found = [DEVICE_ALLOCATED, DEVICE_RESERVED, HOST_HEAP, WORKER_MEMORY, SHARED_MEMORY]
-        if getattr(torch._C, "_cuda_hostMemoryStats", None) is not None:
-            found.append(PINNED_HOST)
-        return tuple(found)
-    return (CPU_TENSORS, HOST_HEAP, WORKER_MEMORY, SHARED_MEMORY)
-
-
-def warm_up_cuda() -> None:
+def warm_up_cuda(device: str = "cuda") -> None:
     """Create the CUDA context and cuBLAS/cuDNN handles before any baseline is taken.
 
     PyTorch's own CudaMemoryLeakCheck does the same: the first matmul allocates a cuBLAS
     workspace that would otherwise look like a leak of the first measured step.
     """
-    a = torch.ones(64, 64, device="cuda")
+    a = torch.ones(64, 64, device=device)
     (a @ a).sum().item()
-    conv = torch.nn.functional.conv2d(torch.ones(1, 3, 8, 8, device="cuda"), torch.ones(4, 3, 3, 3, device="cuda"))
+    conv = torch.nn.functional.conv2d(torch.ones(1, 3, 8, 8, device=device), torch.ones(4, 3, 3, 3, device=device))
     conv.sum().item()
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(device)
+
+
+class Reading:
+    """One sample's shared reads, made at most once however many resources need them."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        self._children: list[int] | None = None
+        self._cuda: dict[str, Any] | None = None
+
+    def children(self) -> list[int]:
+        if self._children is None:
+            self._children = child_pids()
+        return self._children
+
+    def cuda_stats(self) -> dict[str, Any]:
+        if self._cuda is None:
+            # One call for every CUDA counter: the nested dict straight from C++ costs a fraction of
+            # memory_allocated() plus memory_reserved(), each of which flattens the whole dict.
+            self._cuda = torch.cuda.memory_stats_as_nested_dict(self.probe.device)
+        return self._cuda
 
 
 @dataclass
+class Garbage:
+    """What the garbage collector freed before one reading: objects reachable only through
+    reference cycles, and the C-heap bytes their freeing gave back."""
+
+    objects: int = 0
+    bytes: int = 0
+
+
 class Probe:
-    """Reads every requested resource; a context manager because the CPU tensor count needs one."""
+    """Reads every watched resource; a context manager because the CPU tensor count needs one.
 
-    device: str = "cpu"
-    resources: tuple[str, ...] = field(default_factory=tuple)
-    track_tensors: bool = False  # count CPU tensors even when not watched (attribution needs them)
+    Before every reading the garbage collector runs, as PyTorch's CudaMemoryLeakCheck collects
+    before it compares: objects in reference cycles are freed only by the collector, and in a
+    process holding torch's many objects a full collection may be thousands of steps away, so
+    without it a step that makes cyclic garbage would read as a leak. Objects that exist before
+    the measured steps are frozen, so each collection scans only what the step made since.
+    """
 
-    def __post_init__(self) -> None:
-        if not self.resources:
-            self.resources = measurable(self.device)
-        unknown = set(self.resources) - set(RESOURCES)
-        if unknown:
-            raise ValueError(f"unknown resource(s) {sorted(unknown)}; known: {', '.join(RESOURCES)}")
+    def __init__(self, device: str = "cpu", resources: tuple[str, ...] = (), track_tensors: bool = False) -> None:
+        from leaklab import resources as catalog_of_resources
+
+        self.device = device
+        self.kind = catalog_of_resources.device_type(device)
+        self.watched = (tuple(catalog_of_resources.get(name) for name in resources) if resources
+                        else catalog_of_resources.defaults(device))
+        self.resources = tuple(r.name for r in self.watched)
+        self.track_tensors = track_tensors  # count CPU tensors even when not watched (attribution needs them)
         self.tensors: LiveTensorBytes | None = None
+        self.garbage = Garbage()
         self._own_shared = True  # scan our own descriptors until a scan finds none
+        self._resets_peak = "device_peak" in self.resources
 
     def __enter__(self) -> Probe:
-        # Objects that exist before the run cannot be the step's: freezing them makes every
-        # gc.collect() during the run scan only what the step created (about 130 ms -> a few ms
-        # in a pytest session), and garbage among them stays as it was, before and after alike.
         gc.freeze()
-        if self.device == "cuda":
-            warm_up_cuda()
-        if CPU_TENSORS in self.resources or self.track_tensors and self.device == "cpu":
+        if self.kind == "cuda":
+            warm_up_cuda(self.device)
+        if "cpu_tensors" in self.resources or (self.track_tensors and self.kind == "cpu"):
             # Sites are recorded only once attribution starts (after the measured steps).
             self.tensors = LiveTensorBytes()
             self.tensors.__enter__()
@@ -401,35 +388,39 @@ class Probe:
             self.tensors.__exit__(None, None, None)
         gc.unfreeze()
 
+    def collect(self) -> Garbage:
+        """Run the garbage collector and say what it freed."""
+        heap = host_heap_bytes()
+        objects = gc.collect()
+        self.garbage = Garbage(objects, max(0, heap - host_heap_bytes()) if objects else 0)
+        return self.garbage
+
     def sample(self) -> dict[str, int]:
-        """One reading of every resource, in bytes."""
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-        readings: dict[str, int] = {}
-        children = child_pids() if WORKER_MEMORY in self.resources or SHARED_MEMORY in self.resources else []
-        if DEVICE_ALLOCATED in self.resources or DEVICE_RESERVED in self.resources:
-            allocated, reserved = device_allocated_reserved()
-        for resource in self.resources:
-            if resource == DEVICE_ALLOCATED:
-                readings[resource] = allocated
-            elif resource == DEVICE_RESERVED:
-                readings[resource] = reserved
-            elif resource == CPU_TENSORS:
-                readings[resource] = self.tensors.live_bytes() if self.tensors else 0
-            elif resource == HOST_HEAP:
-                readings[resource] = host_heap_bytes()
-            elif resource == PINNED_HOST:
-                readings[resource] = pinned_host_bytes() or 0
-            elif resource == WORKER_MEMORY:
-                readings[resource] = worker_uss_bytes(children)
-            elif resource == SHARED_MEMORY:
-                # Our own descriptors (~100 in a CUDA process, ~120 µs to stat) can only gain a
-                # shared-memory file from a child or from a scan that already found one: skip them
-                # while there are neither.
-                own = shared_memory_files([os.getpid()]) if self._own_shared or children else {}
-                self._own_shared = bool(own)
-                readings[resource] = sum({**own, **shared_memory_files(children)}.values())
+        """One reading of every watched resource, after collecting garbage."""
+        self.collect()
+        reading = Reading(self)
+        readings = {resource.name: int(resource.read(reading)) for resource in self.watched}
+        if self._resets_peak:
+            torch.cuda.reset_peak_memory_stats(self.device)
         return readings
+
+    def shared_memory(self, children: list[int]) -> int:
+        """Bytes of /dev/shm files held by this process and ``children``, each file once."""
+        # Our own descriptors (~100 in a CUDA process, ~120 µs to stat) can only gain a
+        # shared-memory file from a child or from a scan that already found one: skip them
+        # while there are neither.
+        own = shared_memory_files([os.getpid()]) if self._own_shared or children else {}
+        self._own_shared = bool(own)
+        return sum({**own, **shared_memory_files(children)}.values())
+
+    def unfreeze(self) -> None:
+        """Let the collector see everything again (one full, slower collection follows)."""
+        gc.unfreeze()
+
+    def freeze_existing(self) -> None:
+        """Collect, then freeze everything alive: later collections scan only what came after."""
+        gc.collect()
+        gc.freeze()
 
     def settle(self, clear_workspaces: bool = False) -> None:
         """Collect garbage (cycles included) and wait for the device, before a reference reading.
@@ -440,10 +431,10 @@ class Probe:
         baseline: the next step would allocate them again and look like growth.
         """
         gc.collect()
-        if self.device == "cuda":
-            torch.cuda.synchronize()
+        if self.kind == "cuda":
+            torch.cuda.synchronize(self.device)
             if clear_workspaces and hasattr(torch._C, "_cuda_clearCublasWorkspaces"):
-                torch._C._cuda_clearCublasWorkspaces()
+                torch._C._cuda_clearCublasWorkspaces()  # no public API clears them
             if clear_workspaces:
                 # Each run starts from an empty cache, so its reserved memory does not depend on
                 # what earlier runs in the process left cached.
@@ -460,8 +451,7 @@ def format_exception(exc: BaseException) -> str:
 
 
 __all__ = [
-    "CPU_TENSORS", "DEVICE_ALLOCATED", "DEVICE_RESERVED", "DESCRIPTIONS", "HOST_HEAP", "HOST_HEAP_SOURCE",
-    "LiveTensorBytes", "PINNED_HOST", "Probe", "RESOURCES", "SHARED_MEMORY", "WORKER_MEMORY", "cuda_usable", "device_counters",
-    "host_heap_bytes", "is_user_file", "live_children", "measurable", "pinned_host_bytes", "storage_key", "user_stack",
+    "Garbage", "HOST_HEAP_SOURCE", "LiveTensorBytes", "Probe", "Reading", "cuda_usable", "device_counters",
+    "host_heap_bytes", "is_user_file", "live_children", "pinned_host_bytes", "storage_key", "user_stack",
     "warm_up_cuda", "worker_uss_bytes",
 ]

@@ -1,4 +1,5 @@
-"""What one run of a step series found, and how it is shown: one line, a curve, JSON."""
+"""What one run of a step series found, and how it is shown: one line, a curve, JSON; and the
+exit code that stands for it."""
 
 from __future__ import annotations
 
@@ -8,33 +9,31 @@ from typing import Any
 
 import torch
 
-from leaklab.measure import (
-    CPU_TENSORS,
-    DEVICE_ALLOCATED,
-    DEVICE_RESERVED,
-    HOST_HEAP,
-    PINNED_HOST,
-    SHARED_MEMORY,
-    WORKER_MEMORY,
-)
+from leaklab import resources as known
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
 
-# When several resources grow, the headline names the most specific: CPU tensor storages are
-# malloc'd, so a tensor leak on the CPU also grows the host heap; the heap is named only when
-# no tensor count explains the growth.
-HEADLINE_ORDER = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, DEVICE_RESERVED, HOST_HEAP)
+# The exit codes of `leaklab check` (and the meaning of a report for a CI), in one place.
+EXIT_BOUNDED = 0       # nothing grows, nothing was left behind
+EXIT_LEAK = 1          # a resource grows, or the step left child processes running
+EXIT_BAD_INPUT = 2     # usage, file, factory: nothing was measured
+EXIT_STEP_FAILED = 3   # the step raised, called sys.exit, was interrupted or timed out
+EXIT_PLATEAU = 4       # memory rose, then stopped (a bounded cache): not a leak, worth knowing
 
 
 @dataclass
 class ResourceResult:
-    """One resource's series (absolute bytes; ``samples[0]`` is the baseline after warm-up)."""
+    """One resource's series (absolute readings; ``samples[0]`` is the baseline after warm-up)."""
 
     resource: str
     samples: list[int]
     trend: Trend
     before: int          # before the step was built
-    after_release: int   # after the step was dropped and garbage collected
     steps_to_exhaust: int | None = None
+    hours_to_exhaust: float | None = None
+
+    @property
+    def kind(self) -> known.Resource:
+        return known.get(self.resource)
 
     @property
     def verdict(self) -> str:
@@ -52,6 +51,28 @@ class ResourceResult:
     @property
     def peak_bytes(self) -> int:
         return max(self.samples) - self.before
+
+    def rate(self) -> str:
+        return f"{self.kind.format(self.per_step_bytes)}/step"
+
+    def severity(self) -> str:
+        """How soon this growth runs the machine out, in steps and hours of training."""
+        if self.steps_to_exhaust is None:
+            return ""
+        hours = f", ~{_duration(self.hours_to_exhaust)} at the measured step time" if self.hours_to_exhaust else ""
+        return f"runs out in ~{self.steps_to_exhaust:,} steps{hours}"
+
+
+def _duration(hours: float) -> str:
+    if hours < 1 / 60:
+        return "under a minute"
+    if hours < 1:
+        return f"{hours * 60:.0f} min"
+    if hours < 72:
+        return f"{hours:.1f} h"
+    if hours < 24 * 365 * 10:
+        return f"{hours / 24:.0f} days"
+    return "over ten years"
 
 
 @dataclass
@@ -82,24 +103,35 @@ class Report:
     resources: dict[str, ResourceResult] = field(default_factory=dict)
     step_seconds: list[float] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
-    error: str | None = None           # "Type: message" when the step raised
+    error: str | None = None           # what the step did instead of finishing ("Type: message", "timed out: ...")
     traceback: str | None = None
-    failed_step: int | None = None     # which step raised (warm-up steps count from 0)
+    failed_step: int | None = None     # which step failed (warm-up steps count from 0)
+    stage: str | None = None           # where the run was when the step failed (warm-up, measured, ...)
     stopped_by_budget: str | None = None
+    stopped_in_warmup: bool = False
     leftover: dict[str, int] = field(default_factory=dict)   # per resource, after release
+    children: list[str] = field(default_factory=list)        # child processes the run had to stop
     children_left: int = 0
+    restarts: list[str] = field(default_factory=list)        # why the baseline was taken again
+    confirmed_steps: int = 0           # steps of the confirmation pass (0: none was needed)
+    uncertain: list[str] = field(default_factory=list)       # resources whose verdict the confirmation changed
+    garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
     history: str | None = None         # growing autograd history, for host-heap leaks
     counters: dict[str, int] = field(default_factory=dict)   # allocator counter deltas (cuda)
+    before_build: dict[str, int] = field(default_factory=dict)
     torch_version: str = torch.__version__
     name: str = ""
 
     # ----------------------------------------------------------------- the headline
+    def _judged(self) -> list[ResourceResult]:
+        return [r for r in self.resources.values() if r.resource not in known.BY_NAME or r.kind.judged]
+
     @property
     def verdict(self) -> str:
         if self.error is not None:
             return RAISES
-        verdicts = {r.verdict for r in self.resources.values()}
+        verdicts = {r.verdict for r in self._judged()}
         for candidate in (GROWS, PLATEAU):
             if candidate in verdicts:
                 return candidate
@@ -107,14 +139,16 @@ class Report:
 
     @property
     def resource(self) -> str | None:
-        """The resource the verdict is about: the fastest-growing one, else the main one."""
-        if not self.resources:
+        """The resource the verdict is about: the most specific one with that verdict (see
+        :attr:`leaklab.resources.Resource.rank`), else the most specific one watched."""
+        judged = sorted(self._judged(), key=lambda r: r.kind.rank)
+        if not judged:
             return None
         verdict = self.verdict
-        for resource in HEADLINE_ORDER:
-            if resource in self.resources and (verdict == BOUNDED or self.resources[resource].verdict == verdict):
-                return resource
-        return next(iter(self.resources))
+        for result in judged:
+            if verdict in (BOUNDED, RAISES) or result.verdict == verdict:
+                return result.resource
+        return judged[0].resource
 
     @property
     def per_step_bytes(self) -> float:
@@ -130,7 +164,9 @@ class Report:
     def leak_site(self) -> Site | None:
         """Where the growing tensor memory was allocated, when tensor memory is what grows (for a
         host-heap leak the sites are only the last step's live tensors, not the leak)."""
-        if self.sites and self.verdict in (GROWS, PLATEAU) and self.resource in (CPU_TENSORS, DEVICE_ALLOCATED):
+        resource = self.resource
+        if (self.sites and self.verdict in (GROWS, PLATEAU) and resource in known.BY_NAME
+                and known.get(resource).holds_tensors):
             return self.sites[0]
         return None
 
@@ -144,26 +180,60 @@ class Report:
         times = sorted(self.step_seconds)
         return times[len(times) // 2] if times else None
 
+    @property
+    def exit_code(self) -> int:
+        """What this report means to a CI: see the EXIT_* codes above."""
+        if self.verdict == RAISES:
+            return EXIT_STEP_FAILED
+        if self.verdict == GROWS or self.children_left:
+            return EXIT_LEAK
+        if self.verdict == PLATEAU:
+            return EXIT_PLATEAU
+        return EXIT_BOUNDED
+
+    def cyclic_garbage(self) -> str | None:
+        """A line on the reference cycles the step leaves for the garbage collector, if any."""
+        objects = self.garbage.get("objects") or []
+        if not objects or not any(objects):
+            return None
+        per_step = sorted(objects)[len(objects) // 2]
+        freed = sorted(self.garbage.get("bytes") or [0])[len(objects) // 2]
+        if not per_step:
+            return None
+        return (f"creates {per_step:,} cyclic-garbage object(s) per step ({format_bytes(freed)} of heap): "
+                "freed only by the garbage collector, collected before every reading")
+
     # ----------------------------------------------------------------- rendering
     def summary(self) -> str:
         """One line, as a failing test or the CLI shows it."""
         label = f"{self.name}: " if self.name else ""
         if self.verdict == RAISES:
-            return f"{label}step {self.failed_step} raised {self.error}"
+            where = f" ({self.stage})" if self.stage else ""
+            line = f"{label}the step failed at step {self.failed_step}{where}: {self.error}"
+            if self.children_left:
+                line += f"; stopped {self.children_left} child process(es) it left running"
+            return line
         resource = self.resource
-        line = f"{label}{self.verdict} in {resource}"
+        if resource is None:
+            return f"{label}nothing was measured"
         result = self.resources[resource]
+        line = f"{label}{self.verdict} in {resource}"
         if self.verdict == GROWS:
-            line += f" by {format_bytes(result.per_step_bytes)}/step"
-            if result.steps_to_exhaust is not None:
-                line += f" (memory exhausted in ~{result.steps_to_exhaust:,} steps)"
+            line += f" by {result.rate()}"
+            if result.trend.onset:
+                line += f" since step {result.trend.onset}"
+            severity = result.severity()
+            if severity:
+                line += f" ({severity})"
         elif self.verdict == PLATEAU:
-            line += f": rose {format_bytes(result.trend.rise_bytes)}, then flat"
-        others = [r.resource for r in self.resources.values() if r.verdict in (GROWS, PLATEAU) and r.resource != resource]
+            line += f": rose {result.kind.format(result.trend.rise_bytes)}, then flat"
+        others = [r.resource for r in self._judged() if r.verdict in (GROWS, PLATEAU) and r.resource != resource]
         if others:
             line += f"; also {', '.join(others)}"
         if self.stopped_by_budget:
-            line += f"; stopped: {self.stopped_by_budget} passed its budget"
+            line += f"; stopped: {self.stopped_by_budget} passed its budget" + (" in warm-up" if self.stopped_in_warmup else "")
+        if self.uncertain:
+            line += f"; uncertain: the confirmation pass changed {', '.join(self.uncertain)}"
         site = self.leak_site
         if site is not None:
             line += f"; allocated at {site.filename.rsplit('/', 1)[-1]}:{site.lineno}"
@@ -171,6 +241,8 @@ class Report:
                 line += f", held by {site.held_by}"
         elif self.history and self.verdict != BOUNDED:
             line += f"; {self.history}"
+        if self.children_left:
+            line += f"; left {self.children_left} child process(es) running, now stopped ({'; '.join(self.children[:2])})"
         return line
 
     def curve(self, width: int = 40) -> str:
@@ -178,7 +250,7 @@ class Report:
         names = list(self.resources)
         if not names:
             return "(no samples)"
-        main = self.resource
+        main = self.resource or names[0]
         rows = ["step  " + "  ".join(f"{name:>16}" for name in names)]
         main_samples = self.resources[main].samples
         base = main_samples[0]
@@ -186,15 +258,21 @@ class Report:
         for i in range(len(main_samples)):
             cells = []
             for name in names:
-                samples = self.resources[name].samples
-                cells.append(f"{format_bytes(samples[i] - samples[0]) if i < len(samples) else '':>16}")
+                result = self.resources[name]
+                cell = result.kind.format(result.samples[i] - result.samples[0]) if i < len(result.samples) else ""
+                cells.append(f"{cell:>16}")
             bar = "#" * int(width * abs(main_samples[i] - base) / span)
             rows.append(f"{'base' if i == 0 else i:>4}  " + "  ".join(cells) + f"  {bar}")
-        for resource_result in self.resources.values():
-            rows.append(
-                f"{resource_result.resource}: {resource_result.verdict}, "
-                f"{format_bytes(resource_result.per_step_bytes)}/step, level {format_bytes(resource_result.level_bytes)}"
-            )
+        for result in self.resources.values():
+            rows.append(f"{result.resource}: {result.verdict}, {result.rate()}, "
+                        f"level {result.kind.format(result.level_bytes)}")
+        for why in self.restarts:
+            rows.append(f"baseline taken again: {why}")
+        if self.confirmed_steps:
+            rows.append(f"confirmed over {self.confirmed_steps} more steps")
+        garbage = self.cyclic_garbage()
+        if garbage:
+            rows.append(garbage)
         if self.sites:
             rows.append("allocated and still alive at the end:")
             rows.extend(f"  {site}" + (f"\n      {site.code}" if site.code else "") for site in self.sites[:5])
@@ -207,6 +285,8 @@ class Report:
         return {
             "name": self.name,
             "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "summary": self.summary(),
             "resource": self.resource,
             "per_step_bytes": self.per_step_bytes,
             "samples": self.samples,
@@ -218,10 +298,17 @@ class Report:
             "error": self.error,
             "traceback": self.traceback,
             "failed_step": self.failed_step,
+            "stage": self.stage,
             "stopped_by_budget": self.stopped_by_budget,
+            "stopped_in_warmup": self.stopped_in_warmup,
             "released": self.released,
             "leftover": self.leftover,
             "children_left": self.children_left,
+            "children": self.children,
+            "restarts": self.restarts,
+            "confirmed_steps": self.confirmed_steps,
+            "uncertain": self.uncertain,
+            "garbage": self.garbage,
             "median_step_seconds": self.median_step_seconds,
             "step_seconds": self.step_seconds,
             "metrics": self.metrics,
@@ -231,13 +318,19 @@ class Report:
             "resources": {
                 name: {
                     "verdict": r.verdict,
+                    "unit": r.kind.unit,
                     "per_step_bytes": r.per_step_bytes,
                     "tail_per_step_bytes": r.trend.tail_per_step_bytes,
                     "rise_bytes": r.trend.rise_bytes,
                     "level_bytes": r.level_bytes,
                     "peak_bytes": r.peak_bytes,
                     "floor_bytes": r.trend.floor_bytes,
+                    "scatter_bytes": r.trend.scatter_bytes,
+                    "onset": r.trend.onset,
+                    "margin": r.trend.margin,
+                    "before": r.before,
                     "steps_to_exhaust": r.steps_to_exhaust,
+                    "hours_to_exhaust": r.hours_to_exhaust,
                     "samples": r.samples,
                 }
                 for name, r in self.resources.items()
@@ -259,18 +352,21 @@ def device_name(device: str) -> str:
 
 
 def report_from_json(data: dict[str, Any]) -> Report:
-    """Rebuild a :class:`Report` from :meth:`Report.to_json` (an isolated run's output)."""
+    """Rebuild a :class:`Report` from :meth:`Report.to_json` (an isolated run's output, a results
+    file's run): every field the JSON has comes back."""
     report = Report(device=data["device"], steps=data["steps"], warmup=data["warmup"], name=data.get("name", ""))
-    for key in ("step_seconds", "metrics", "error", "traceback", "failed_step", "stopped_by_budget",
-                "leftover", "counters", "history"):
-        setattr(report, key, data.get(key) or getattr(report, key))
+    for key in ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
+                "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
+                "uncertain", "garbage", "counters", "history"):
+        if data.get(key) is not None:
+            setattr(report, key, data[key])
     report.torch_version = data.get("torch", report.torch_version)
     report.sites = [Site(**{**site, "stack": [tuple(f) for f in site.get("stack", [])]}) for site in data.get("sites", [])]
-    report.children_left = data.get("children_left", 0)
     for name, r in data.get("resources", {}).items():
-        trend = Trend(r["verdict"], r["per_step_bytes"], r["tail_per_step_bytes"], r["rise_bytes"], r["floor_bytes"])
+        trend = Trend(r["verdict"], r["per_step_bytes"], r["tail_per_step_bytes"], r["rise_bytes"], r["floor_bytes"],
+                      r.get("scatter_bytes", 0.0), r.get("onset", 0), r.get("margin", 0.0))
         samples = r["samples"]
-        before = sorted(samples)[len(samples) // 2] - r["level_bytes"]
-        result = ResourceResult(name, samples, trend, before, before, r.get("steps_to_exhaust"))
-        report.resources[name] = result
+        before = r.get("before", sorted(samples)[len(samples) // 2] - r["level_bytes"])
+        report.resources[name] = ResourceResult(name, samples, trend, before, r.get("steps_to_exhaust"),
+                                                r.get("hours_to_exhaust"))
     return report

@@ -1,9 +1,29 @@
-"""Running steps: build the step, warm it up, take a baseline, then sample after every step.
+"""Running steps: build the step, warm it up, take a baseline, then read every resource after
+every step, and decide.
 
 A *factory* is a callable ``factory(device) -> step`` where ``step()`` runs one training or
 evaluation step. It is how the catalog's scripts and users' own code are both put under the
 check. A step may return a mapping of numbers (a loss scale, a gradient norm): those are kept
 per step as *metrics*, for symptoms that are not memory.
+
+The run, in order:
+
+1. a reading before the step is built (for the release check), the step built, a reading after;
+2. ``warmup`` steps, each read for the budget only (a leak is stopped in warm-up too);
+3. garbage collected, everything alive frozen, the baseline read, then ``steps`` steps, each
+   followed by a reading (garbage collected first); the run stops once a resource passes its
+   budget;
+4. a series that made one jump and stayed flat (a lazy initialisation: a first torch call after
+   warm-up) is measured again from a new baseline, at most ``restarts`` times;
+5. where any verdict is not ``bounded`` or was close, a confirmation pass of more steps
+   continues the series and the verdict is decided again on all of it; a resource whose verdict
+   changed is reported as uncertain;
+6. optionally, a few extra steps with allocation sites recorded (attribution);
+7. the step dropped, garbage collected, and what stayed behind and which child processes are
+   still running are reported; those children are terminated.
+
+The step's own failure (an exception, ``sys.exit``, Ctrl-C, a timeout) ends the run and is
+reported as such, never as a verdict on memory.
 """
 
 from __future__ import annotations
@@ -11,10 +31,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import types
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,49 +47,54 @@ import psutil
 import torch
 
 from leaklab import attribution
-from leaklab.measure import (
-    CPU_TENSORS,
-    DEVICE_ALLOCATED,
-    DEVICE_RESERVED,
-    HOST_HEAP,
-    PINNED_HOST,
-    SHARED_MEMORY,
-    WORKER_MEMORY,
-    Probe,
-    cuda_usable,
-    device_counters,
-    format_exception,
-    live_children,
-)
+from leaklab import resources as known
+from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.report import Report, ResourceResult
-from leaklab.verdict import NOISE_FLOOR, PLATEAU_MIN, GiB, MiB, decide, decide_truncated
+from leaklab.verdict import BOUNDED, confirm, decide, decide_truncated, one_jump
 
 Step = Callable[[], Any]
 Factory = Callable[[str], Step]
 
-# A series that passes its budget is stopped and reported as growing, so that no leak case can
-# take the machine down.
-DEFAULT_BUDGET = {
-    DEVICE_ALLOCATED: 512 * MiB,
-    CPU_TENSORS: 512 * MiB,
-    HOST_HEAP: 1 * GiB,
-    DEVICE_RESERVED: 2 * GiB,
-    PINNED_HOST: 1 * GiB,
-    WORKER_MEMORY: 1 * GiB,
-    SHARED_MEMORY: 2 * GiB,
-}
-
-# After the step is dropped, these must be back where they were (caches such as reserved or
-# pinned memory are allowed to stay, and the heap keeps lazily initialised state).
-RELEASE_TOLERANCE = {DEVICE_ALLOCATED: 64 * 1024, CPU_TENSORS: 64 * 1024, WORKER_MEMORY: 0, SHARED_MEMORY: 0}
-
-
-# Steps run after the measured series with allocation stacks recorded (see run_factory).
-ATTRIBUTION_STEPS = 5
+ATTRIBUTION_STEPS = 5   # steps run after the series with allocation sites recorded
+MAX_STEPS = 100_000     # a series longer than this is a typo, not a leak check
+RESTARTS = 2            # lazy initialisations measured past at most this many times
+CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 
 
 class BadInput(ValueError):
     """The thing to check cannot be run: a missing file, a factory that is not one, bad numbers."""
+
+
+class StepFailed(Exception):
+    """The step itself failed: it raised, exited, was interrupted or ran past its time limit."""
+
+
+class StepTimeout(BaseException):
+    """Raised inside a step that ran past its time limit (a BaseException, like KeyboardInterrupt,
+    so that a step's own ``except Exception`` cannot swallow it)."""
+
+
+def parse_device(device: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` as given, checked against this machine; BadInput otherwise."""
+    if not isinstance(device, str):
+        raise BadInput(f"device must be a string such as 'cpu', 'cuda' or 'cuda:1', got {device!r}")
+    kind, _, index = device.partition(":")
+    if kind == "cpu" and not index:
+        return device
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise BadInput(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if not cuda_usable():
+        raise BadInput(f"device {device!r} was asked for, but torch sees no CUDA device here")
+    if index and int(index) >= torch.cuda.device_count():
+        raise BadInput(f"device {device!r} was asked for, but torch sees {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def _whole(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{name} must be a whole number, got {value!r}")
+    if not least <= value <= MAX_STEPS:
+        raise BadInput(f"{name} must be from {least} to {MAX_STEPS:,}, got {value:,}")
 
 
 @dataclass
@@ -78,89 +106,269 @@ class RunOptions:
     attribute: bool = False
     snapshot: str | None = None            # cuda: write the allocator snapshot here (memory_viz)
     child_wait: float = 10.0               # seconds children get to exit after the step is dropped
+    timeout: float | None = None           # seconds one step may take; None: no limit
+    hard_timeout: bool = False             # a step stuck past its limit in C code ends the process (exit 3)
     exhaust_at: int | None = None          # bytes; default: the device's (or host's) total memory
+    confirm: bool = True                   # re-measure before reporting anything but a clear bounded
     progress: Callable[[int, int, dict[str, int]], None] | None = None
     name: str = ""
 
-    def validate(self, device: str) -> None:
-        if self.steps < 2:
-            raise BadInput(f"steps must be at least 2 to see a trend, got {self.steps}")
-        if self.warmup < 0:
-            raise BadInput(f"warmup must be 0 or more, got {self.warmup}")
-        if device not in ("cpu", "cuda"):
-            raise BadInput(f"device must be 'cpu' or 'cuda', got {device!r}")
-        if device == "cuda" and not cuda_usable():
-            raise BadInput("--device cuda was asked for, but torch sees no CUDA device here")
+    @property
+    def confirm_steps(self) -> int:
+        return max(5, self.steps // 2)
+
+    def validate(self, device: str) -> str:
+        """Check every setting before anything runs; returns the device, checked."""
+        _whole("steps", self.steps, 2)
+        _whole("warmup", self.warmup, 0)
+        if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
+                                         or not self.timeout > 0):
+            raise BadInput(f"timeout must be a number of seconds above 0, got {self.timeout!r}")
+        device = parse_device(device)
+        for name in self.resources:
+            try:
+                resource = known.get(name)
+            except ValueError as exc:
+                raise BadInput(str(exc)) from None
+            why = known.readable(resource, device)
+            if why:
+                raise BadInput(why)
+        for name, value in self.budget.items():
+            if name not in known.BY_NAME:
+                raise BadInput(f"budget for unknown resource {name!r}; known: {', '.join(known.NAMES)}")
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise BadInput(f"budget for {name} must be a positive whole number, got {value!r}")
+        return device
 
 
-def capacity_bytes(device: str) -> int:
-    if device == "cuda":
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    return psutil.virtual_memory().total
+def capacity(resource: known.Resource, device: str) -> float | None:
+    """How much of ``resource`` there is to run out of, or None where that is not known."""
+    if resource.unit != "B":
+        if resource is known.OPEN_FDS:
+            import resource as rlimits
+
+            return float(rlimits.getrlimit(rlimits.RLIMIT_NOFILE)[0])
+        return None
+    if resource in (known.DEVICE_ALLOCATED, known.DEVICE_RESERVED, known.DEVICE_PEAK):
+        return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    return float(psutil.virtual_memory().total)
 
 
-def _call_step(step: Step, metrics: dict[str, list[float]]) -> None:
+class _Series:
+    """Readings of every watched resource, in arrays allocated before the first step: the
+    harness must allocate nothing per step, or it would be the leak it measures."""
+
+    def __init__(self, names: tuple[str, ...], capacity: int) -> None:
+        self.names = names
+        self.capacity = capacity
+        self.values = {name: array("q", bytes(8 * capacity)) for name in names}
+        self.garbage_objects = array("q", bytes(8 * capacity))
+        self.garbage_bytes = array("q", bytes(8 * capacity))
+        self.seconds = array("d", bytes(8 * capacity))
+        self.metrics: dict[str, array] = {}
+        self.shift = dict.fromkeys(names, 0)
+        self.count = 0
+
+    def last(self) -> dict[str, int]:
+        return {name: self.values[name][self.count - 1] + self.shift[name] for name in self.names}
+
+    def shift_from(self, sample: dict[str, int]) -> None:
+        """Later readings continue from the last one: what changed between it and ``sample`` (the
+        harness's own doing, between two steps) is taken out."""
+        for name in self.names:
+            self.shift[name] = sample[name] - self.values[name][self.count - 1]
+
+    def add(self, sample: dict[str, int], probe: Probe, seconds: float) -> None:
+        i = self.count
+        if i >= self.capacity:
+            raise RuntimeError("leaklab: more readings than the series was allocated for")
+        for name in self.names:
+            self.values[name][i] = sample[name] - self.shift[name]
+        self.garbage_objects[i] = probe.garbage.objects
+        self.garbage_bytes[i] = probe.garbage.bytes
+        self.seconds[i] = seconds
+        self.count += 1
+
+    def metric_slot(self, key: str) -> array:
+        slot = self.metrics.get(key)
+        if slot is None:
+            slot = self.metrics[key] = array("d", bytes(8 * self.capacity))
+        return slot
+
+    def series(self, name: str) -> list[int]:
+        return self.values[name][:self.count].tolist()
+
+
+def _call_step(step: Step, series: _Series | None = None) -> None:
+    """Run one step; keep the numbers it returns in ``series`` (reading index ``series.count``)."""
     result = step()
-    if isinstance(result, Mapping):
+    if series is not None and isinstance(result, Mapping):
         for key, value in result.items():
             if isinstance(value, (int, float, bool)) or (isinstance(value, torch.Tensor) and value.numel() == 1):
-                metrics.setdefault(str(key), []).append(float(value))
+                series.metric_slot(str(key))[series.count] = float(value)
+
+
+class _TimeLimit:
+    """Ends a step that runs past ``seconds``: SIGALRM raises :class:`StepTimeout` in it (main
+    thread only; elsewhere there is no limit). A step stuck in C code sees the signal only when
+    it returns to Python; with ``hard``, a watchdog thread then ends the process after a grace
+    period, with one line and exit 3, once it has stopped the step's children."""
+
+    GRACE = 10.0
+
+    def __init__(self, seconds: float | None, hard: bool = False) -> None:
+        self.seconds = seconds if threading.current_thread() is threading.main_thread() else None
+        self.hard = hard and self.seconds is not None
+        self._previous: Any = None
+        self._deadline: float | None = None
+        self._children: set[int] = set()
+
+    def __enter__(self) -> _TimeLimit:
+        if self.seconds:
+            self._previous = signal.signal(signal.SIGALRM, self._expired)
+        if self.hard:
+            self._children = {p.pid for p in live_children()}
+            threading.Thread(target=self._watch, name="leaklab-watchdog", daemon=True).start()
+        return self
+
+    def _expired(self, signum: int, frame: Any) -> None:
+        raise StepTimeout(f"the step ran past its time limit of {self.seconds:g} s")
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.5)
+            deadline = self._deadline
+            if deadline is not None and time.monotonic() > deadline:
+                stop_children(self._children, wait=0.0)
+                print(f"leaklab: the step ran past its time limit of {self.seconds:g} s and did not return to Python "
+                      f"for {self.GRACE:g} s more: stopped", file=sys.stderr, flush=True)
+                os._exit(3)
+
+    def arm(self) -> None:
+        if self.seconds:
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            if self.hard:
+                self._deadline = time.monotonic() + self.seconds + self.GRACE
+
+    def disarm(self) -> None:
+        if self.seconds:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._deadline = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.seconds:
+            self.disarm()
+            signal.signal(signal.SIGALRM, self._previous)
+
+
+def _failure(exc: BaseException, who: str = "the step") -> str:
+    if isinstance(exc, StepTimeout):
+        return f"timed out: {exc}"
+    if isinstance(exc, SystemExit):
+        return f"exited: {who} called sys.exit({exc.code!r})"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) during the step"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | None = None) -> Report:
     """Build a step with ``factory(device)``, run it under the probe, and decide the verdicts."""
     options = options or RunOptions()
-    options.validate(device)
-    budget = {**DEFAULT_BUDGET, **options.budget}
+    device = options.validate(device)
     report = Report(device=device, steps=options.steps, warmup=options.warmup, name=options.name)
     children_before = {p.pid for p in live_children()}
+    try:
+        _run(factory, device, options, report)
+    finally:
+        # Whatever happened (a failure, Ctrl-C), nothing the step started is left running.
+        report.children = stop_children(children_before, options.child_wait)
+        report.children_left = len(report.children)
+    return report
+
+
+def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> None:
     probe = Probe(device, tuple(options.resources), track_tensors=options.attribute)
-    with probe:
+    watched = probe.watched
+    budget = {r.name: options.budget.get(r.name, r.budget) for r in watched}
+    series = _Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
+    limit = _TimeLimit(options.timeout, hard=options.hard_timeout)
+    with probe, limit:
         probe.settle(clear_workspaces=True)
-        before = probe.sample()
-        step = factory(device)
+        before = report.before_build = probe.sample()
+        try:
+            step = factory(device)
+        except BadInput:
+            raise
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            name = getattr(factory, "__name__", "the factory")
+            raise BadInput(f"{name}({device!r}) failed: {_failure(exc, 'the factory')}") from None
         if not callable(step):
             raise BadInput(f"the factory returned {type(step).__name__}, not a callable that runs one step")
-        samples: list[dict[str, int]] = []
-        counters_start: dict[str, int] = {}
+        built = probe.sample()
         watcher = None
         try:
-            for i in range(options.warmup):
-                report.failed_step = i
-                _call_step(step, {})
-            probe.settle()
-            samples.append(probe.sample())
-            if device == "cuda":
-                counters_start = device_counters()
-            for i in range(options.steps):
-                report.failed_step = options.warmup + i
-                started = time.perf_counter()
-                _call_step(step, report.metrics)
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                report.step_seconds.append(time.perf_counter() - started)
-                sample = probe.sample()
-                samples.append(sample)
-                if options.progress:
-                    options.progress(i + 1, options.steps, sample)
-                over = [r for r, v in sample.items() if v - samples[0][r] > budget.get(r, float("inf"))]
-                if over:
-                    report.stopped_by_budget = over[0]
+            # Warm-up runs through the very loop the measured steps use, read for the budget only,
+            # so that whatever that loop sets up on its first turns is in place before the baseline.
+            report.stage = "warm-up"
+            series.count = 0
+            series.add(built, probe, 0.0)
+            done = _measure(step, probe, series, options, options.warmup, budget, built, limit, report, 0, quiet=True)
+            report.stopped_in_warmup = report.stopped_by_budget is not None
+            counters_start: dict[str, int] = {}
+            restarts = 0
+            while not report.stopped_by_budget:
+                report.stage = "measured"
+                series.count = 0
+                series.shift = dict.fromkeys(series.names, 0)
+                probe.freeze_existing()
+                series.add(probe.sample(), probe, 0.0)
+                if probe.kind == "cuda":
+                    counters_start = device_counters(device)
+                done = _measure(step, probe, series, options, options.steps, budget, built, limit, report, done)
+                if report.stopped_by_budget or restarts >= RESTARTS:
                     break
+                jumps = [r.name for r in watched if r.judged and one_jump(series.series(r.name), r) is not None]
+                if not jumps:
+                    break
+                restarts += 1
+                report.restarts.append(f"{', '.join(jumps)} made one jump and stayed flat (a lazy initialisation): "
+                                       f"measured again after {done} steps")
+            trends = _decide(series, watched, report, probe.tensors is not None)
+            if options.confirm and not report.stopped_by_budget and _needs_confirmation(trends):
+                report.stage = "confirmation"
+                first, start = trends, series.count - 1
+                # What the decision itself keeps alive (a few Python objects) must not read as a
+                # step of the series: the readings go on from where the series stopped.
+                series.shift_from(probe.sample())
+                done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done)
+                trends = _decide(series, watched, report, probe.tensors is not None)
+                if not report.stopped_by_budget:
+                    trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
+                              if name in first else trend for name, trend in trends.items()}
+                    report.uncertain = [name for name, trend in first.items()
+                                        if name in trends and trends[name].verdict != trend.verdict]
+                report.confirmed_steps = options.confirm_steps
             if counters_start:
-                end = device_counters()
+                end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
+            _keep(report, series, watched, trends, device, options)
             if options.attribute and not report.stopped_by_budget:
                 # Attribution watches a few extra steps after the measured series: recording
                 # allocation stacks costs host memory (the allocator's history lives on the
                 # host), which must not show in the verdicts it explains.
+                report.stage = "attribution"
                 watcher = attribution.start(probe, step, options.snapshot)
                 for i in range(ATTRIBUTION_STEPS):
-                    report.failed_step = options.warmup + options.steps + i
-                    _call_step(step, {})
+                    report.failed_step = done + i
+                    limit.arm()
+                    _call_step(step)
+                    limit.disarm()
             report.failed_step = None
-        except Exception as exc:  # the step's own failure is a verdict, not a crash of ours
-            report.error = f"{type(exc).__name__}: {exc}"
+            report.stage = None
+        except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
+            # The step's own failure is reported as such, not as a verdict and not as a crash of ours.
+            limit.disarm()
+            report.error = _failure(exc)
             report.traceback = format_exception(exc)
             del exc
         if watcher is not None:
@@ -168,39 +376,121 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
         del step
         probe.settle(clear_workspaces=True)
         after = probe.sample()
+        if _leftover(watched, before, after):
+            # Read again after a full collection before saying anything stayed: cycles that were
+            # frozen with everything else after warm-up are collectable only once unfrozen.
+            probe.unfreeze()
+            after = probe.sample()
+    report.leftover = _leftover(watched, before, after)
 
-    if report.error is None:
-        _decide_all(report, samples, before, after, budget, options, device)
-    report.children_left = _wait_for_children(children_before, options.child_wait)
-    return report
+
+def _leftover(watched: tuple[known.Resource, ...], before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {
+        resource.name: after[resource.name] - before[resource.name]
+        for resource in watched
+        if resource.release_tolerance is not None
+        and after[resource.name] - before[resource.name] > resource.release_tolerance
+    }
 
 
-def _decide_all(report, samples, before, after, budget, options, device) -> None:  # noqa: ANN001
-    capacity = options.exhaust_at or capacity_bytes(device)
-    for resource in samples[0]:
-        series = [s[resource] for s in samples]
-        if report.stopped_by_budget == resource:
-            trend = decide_truncated(series, NOISE_FLOOR[resource])
-        elif len(series) >= 3:
-            trend = decide(series, NOISE_FLOOR[resource], PLATEAU_MIN[resource])
-        else:
+def _over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str, int | None]) -> str | None:
+    for name, value in sample.items():
+        limit = budget.get(name)
+        if limit is not None and value - start[name] > limit:
+            return name
+    return None
+
+
+def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, count: int, budget: dict[str, int | None],
+             built: dict[str, int], limit: _TimeLimit, report: Report, done: int, quiet: bool = False) -> int:
+    """``count`` more steps, each followed by a reading; returns the steps run so far. The budget
+    is measured from ``built``, the reading just after the step was built."""
+    sync = probe.kind == "cuda"
+    for i in range(count):
+        report.failed_step = done
+        limit.arm()
+        started = time.perf_counter()
+        _call_step(step, series)
+        if sync:
+            torch.cuda.synchronize(probe.device)
+        seconds = time.perf_counter() - started
+        limit.disarm()
+        done += 1
+        sample = probe.sample()
+        series.add(sample, probe, seconds)
+        if options.progress and not quiet:
+            options.progress(i + 1, count, sample)
+        over = _over_budget(series.last(), built, budget)
+        if over:
+            report.stopped_by_budget = over
+            break
+    return done
+
+
+def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report, tracking: bool) -> dict[str, Any]:
+    trends = {}
+    for resource in watched:
+        values = series.series(resource.name)
+        if report.stopped_by_budget == resource.name:
+            trends[resource.name] = decide_truncated(values, resource)
+        elif len(values) >= 3:
+            trends[resource.name] = decide(values, resource, resource.floor_under_tracker if tracking else resource.floor)
+    return trends
+
+
+def _needs_confirmation(trends: dict[str, Any]) -> bool:
+    return any(
+        known.get(name).judged and (trend.verdict != BOUNDED or trend.margin > CONFIRM_BAR)
+        for name, trend in trends.items()
+    )
+
+
+def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any],
+          device: str, options: RunOptions) -> None:
+    count = series.count
+    report.step_seconds = series.seconds[1:count].tolist()
+    report.metrics = {key: values[1:count].tolist() for key, values in series.metrics.items()}
+    report.garbage = {"objects": series.garbage_objects[1:count].tolist(), "bytes": series.garbage_bytes[1:count].tolist()}
+    median_seconds = report.median_step_seconds
+    for resource in watched:
+        trend = trends.get(resource.name)
+        if trend is None:
             continue  # the budget cut the run before this resource had a series to judge
-        result = ResourceResult(resource, series, trend, before[resource], after[resource])
-        result.steps_to_exhaust = trend.steps_to_exhaust(series[-1], capacity)
-        report.resources[resource] = result
-        tolerance = RELEASE_TOLERANCE.get(resource)
-        if tolerance is not None and after[resource] - before[resource] > tolerance:
-            report.leftover[resource] = after[resource] - before[resource]
+        values = series.series(resource.name)
+        result = ResourceResult(resource.name, values, trend, report.before_build.get(resource.name, values[0]))
+        total = options.exhaust_at if options.exhaust_at and resource.unit == "B" else capacity(resource, device)
+        if total is not None:
+            result.steps_to_exhaust = trend.steps_to_exhaust(values[-1], total)
+            if result.steps_to_exhaust is not None and median_seconds:
+                result.hours_to_exhaust = result.steps_to_exhaust * median_seconds / 3600
+        report.resources[resource.name] = result
 
 
-def _wait_for_children(existing: set[int], timeout: float = 10.0) -> int:
-    """Give child processes the step started time to exit; count those still running."""
-    deadline = time.monotonic() + timeout
+def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0) -> list[str]:
+    """Give child processes the step started ``wait`` seconds to exit by themselves; terminate
+    those still running (then kill them after ``grace`` seconds). Returns one line for each
+    child that had to be stopped."""
+    deadline = time.monotonic() + wait
     while True:
         left = [p for p in live_children() if p.pid not in existing]
         if not left or time.monotonic() > deadline:
-            return len(left)
+            break
         time.sleep(0.05)
+    described = []
+    for child in left:
+        try:
+            described.append(f"pid {child.pid}: {' '.join(child.cmdline())[:80] or child.name()}")
+            child.terminate()
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(left, timeout=grace)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+    return described
 
 
 def check(
@@ -212,15 +502,17 @@ def check(
     resource: str | tuple[str, ...] | None = None,
     budget: dict[str, int] | None = None,
     attribute: bool = False,
+    timeout: float | None = None,
 ) -> Report:
-    """Run ``step`` ``warmup`` times, then ``steps`` times with a sample after each; decide.
+    """Run ``step`` ``warmup`` times, then ``steps`` times with a reading after each; decide.
 
     Every measurable resource is watched unless ``resource`` names one or more. Tensors that
     the step created before this call are not counted as CPU tensor memory; only what it
     allocates from now on is. To count everything, pass a factory to :func:`run_factory`.
     """
     resources = (resource,) if isinstance(resource, str) else tuple(resource or ())
-    options = RunOptions(steps=steps, warmup=warmup, resources=resources, budget=budget or {}, attribute=attribute)
+    options = RunOptions(steps=steps, warmup=warmup, resources=resources, budget=budget or {}, attribute=attribute,
+                         timeout=timeout)
     return run_factory(lambda _device: step, device, options)
 
 
@@ -239,9 +531,9 @@ def load_script(path: str | os.PathLike[str]) -> types.ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         sys.modules.pop(name, None)
-        raise BadInput(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+        raise BadInput(f"importing {path} failed: {_failure(exc, 'the script')}") from None
     return module
 
 
@@ -297,7 +589,9 @@ def run_isolated(path: str | os.PathLike[str], factory_name: str, device: str, o
     root = str(Path(__file__).resolve().parent.parent)
     child_env = {**os.environ, **(env or {})}
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
+    if options.timeout:
+        command += ["--timeout", str(options.timeout)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_env)
-    if done.returncode not in (0, 1):
+    if done.returncode not in (0, 1, 3, 4):
         raise RuntimeError(f"isolated run of {path} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout)

@@ -1,16 +1,29 @@
-"""Deciding a verdict from a series of samples taken after warm-up.
+"""Deciding a verdict from one resource's series of readings, taken after warm-up.
 
-``grows``   a steady upward trend: the robust slope over the whole series and over its second
-            half both exceed the resource's noise floor, and the rise it predicts over the run
-            is well outside the series' own scatter around it.
-``plateau`` the series rose by more than the floor would explain, then stopped: the second
-            half is flat, and the rise is larger than the second half's own swing (a bounded
-            cache filling up; a sawtooth is not a plateau).
-``bounded`` no trend after warm-up.
+The whole rule, in one place (``samples[0]`` is the baseline, one reading after each step):
+
+``grows``    the robust slope over the whole series and over its second half are both positive;
+             the rise the slope predicts over the run is at least one quantum of the counter and
+             more than three times the series' own scatter around the line (so the floor comes
+             from the series' own noise: an exact counter with no scatter shows a 4 B/step leak,
+             a heap that swings by megabytes does not "grow" by the KiB a slope through its noise
+             happens to have); the growth is held (the last third sits above the first third by
+             a good part of that rise, so a spike at the end is not growth); and, for noisy
+             counters, the slope passes the resource's floor.
+``plateau``  not growing, but the last third sits above the baseline by more than the
+             resource's smallest cache and more than its own scatter, and the second half is flat:
+             a cache that filled, then stopped.
+``bounded``  neither.
 
 Slopes are Theil-Sen estimates (the median of all pairwise slopes), so a single
-garbage-collection drop or a one-off allocation does not move them. Nothing is random, so the
-same series always gets the same verdict.
+garbage-collection drop or a one-off allocation does not move them; long series are thinned to
+:data:`MAX_POINTS` evenly spaced readings first (exact subsampling, so a 10,000-step run costs
+what a 512-step one does). Nothing is random: the same series always gets the same verdict.
+Where growth starts late, the rate given is the rate since it started.
+
+Where a verdict is not a clear ``bounded``, the runner continues the series (a confirmation
+pass) and decides again on all of it; a noisy counter that grew must keep growing through that
+pass at half its rate or more (:func:`confirm`).
 """
 
 from __future__ import annotations
@@ -18,15 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from leaklab.measure import (
-    CPU_TENSORS,
-    DEVICE_ALLOCATED,
-    DEVICE_RESERVED,
-    HOST_HEAP,
-    PINNED_HOST,
-    SHARED_MEMORY,
-    WORKER_MEMORY,
-)
+from leaklab.resources import GiB, KiB, MiB, Resource, format_bytes  # noqa: F401 - re-exported
 
 GROWS = "grows"
 BOUNDED = "bounded"
@@ -34,45 +39,50 @@ PLATEAU = "plateau"
 RAISES = "raises"
 VERDICTS = (GROWS, PLATEAU, BOUNDED, RAISES)
 
-KiB = 1024
-MiB = 1024 * KiB
-GiB = 1024 * MiB
+MAX_POINTS = 512
+SCATTER_FACTOR = 3.0     # a trend must move the series by more than this many scatters
+HELD_FRACTION = 0.4      # ... and keep this share of the rise it predicts
 
-# The smallest growth per step that we call a trend, per resource. Tensor counts are exact, so
-# their floor is one CUDA block (512 B); heap and process figures move with allocator noise.
-NOISE_FLOOR = {
-    DEVICE_ALLOCATED: 512,
-    CPU_TENSORS: 512,
-    DEVICE_RESERVED: 256 * KiB,
-    HOST_HEAP: 1 * KiB,
-    PINNED_HOST: 4 * KiB,
-    # Workers warm up slowly (allocator arenas, first touches of pages): ~100 KiB per step in
-    # the first dozens of steps with nothing leaking, measured on the CI machine.
-    WORKER_MEMORY: 256 * KiB,
-    SHARED_MEMORY: 64 * KiB,
-}
 
-# A plateau smaller than this is warm-up state settling (lazy initialisation, allocator caches),
-# not a cache worth reporting.
-PLATEAU_MIN = {
-    DEVICE_ALLOCATED: 64 * KiB,
-    CPU_TENSORS: 64 * KiB,
-    DEVICE_RESERVED: 2 * MiB,
-    HOST_HEAP: 1 * MiB,
-    PINNED_HOST: 1 * MiB,
-    WORKER_MEMORY: 1 * MiB,
-    SHARED_MEMORY: 1 * MiB,
-}
+def thin(values: list[float], limit: int = MAX_POINTS) -> tuple[list[float], float]:
+    """At most ``limit`` evenly spaced readings, first and last kept, and the step between them."""
+    if len(values) <= limit:
+        return list(values), 1.0
+    stride = (len(values) - 1) / (limit - 1)
+    return [values[round(i * stride)] for i in range(limit)], stride
 
 
 def theil_sen_slope(values: list[float]) -> float:
-    """Median of the slopes between every pair of samples (x = step index)."""
+    """Median of the slopes between every pair of readings, per step (x = step index)."""
+    points, stride = thin(values)
     slopes = [
-        (values[j] - values[i]) / (j - i)
-        for i in range(len(values))
-        for j in range(i + 1, len(values))
+        (points[j] - points[i]) / (j - i)
+        for i in range(len(points))
+        for j in range(i + 1, len(points))
     ]
-    return median(slopes) if slopes else 0.0
+    return median(slopes) / stride if slopes else 0.0
+
+
+def scatter(samples: list[float], slope: float) -> float:
+    """How far the readings stray from the fitted line: the median absolute deviation of the
+    residuals. Zero for an exact counter that moves only with the trend."""
+    residuals = [value - slope * i for i, value in enumerate(samples)]
+    center = median(residuals)
+    return median(abs(r - center) for r in residuals)
+
+
+def _thirds(samples: list[float]) -> tuple[list[float], list[float]]:
+    third = max(1, len(samples) // 3)
+    return samples[:third], samples[-third:]
+
+
+def _onset(samples: list[float], quantum: float) -> int:
+    """The last reading before the series left its start for good (0 when it rose at once)."""
+    start = samples[0]
+    for i in range(len(samples) - 1, -1, -1):
+        if samples[i] - start < quantum:
+            return i
+    return 0
 
 
 @dataclass(frozen=True)
@@ -80,57 +90,101 @@ class Trend:
     """The verdict on one series, with the figures that support it."""
 
     verdict: str
-    per_step_bytes: float   # robust slope over the whole series
+    per_step_bytes: float       # the rate: over the whole series, or since growth started
     tail_per_step_bytes: float  # robust slope over the second half
-    rise_bytes: float       # median of the second half minus the first sample
-    floor_bytes: float
+    rise_bytes: float           # median of the last third over the baseline
+    floor_bytes: float          # the rise a trend had to beat: max(quantum, 3 x scatter)
+    scatter_bytes: float = 0.0
+    onset: int = 0              # measured step at which growth started (0: from the start)
+    margin: float = 0.0         # predicted rise over the bar it had to clear (>1: a trend)
 
     def steps_to_exhaust(self, current: float, capacity: float) -> int | None:
-        """Steps until ``capacity`` bytes would be used at this rate, for a growing series."""
+        """Steps until ``capacity`` would be used at this rate, for a growing series."""
         if self.verdict != GROWS or self.per_step_bytes <= 0:
             return None
         return max(0, int((capacity - current) / self.per_step_bytes))
 
 
-def scatter(samples: list[float], slope: float) -> float:
-    """How far the samples stray from the fitted line: the median absolute deviation of the
-    residuals. A trend counts only if it moves the series by more than three of these over the
-    run, so a series that swings by megabytes (fragmenting shapes) does not "grow" by the few
-    KiB per step a slope through its noise happens to have."""
-    residuals = [value - slope * i for i, value in enumerate(samples)]
-    center = median(residuals)
-    return median(abs(r - center) for r in residuals)
-
-
-def decide(samples: list[float], floor: float, plateau_min: float = 0.0) -> Trend:
-    """Verdict on a series whose first sample is the baseline taken after warm-up."""
+def decide(samples: list[float], resource: Resource, floor: float | None = None) -> Trend:
+    """Verdict on a series whose first reading is the baseline taken after warm-up; ``floor``
+    replaces the resource's own floor (see :attr:`Resource.floor_under_tracker`)."""
+    floor = resource.floor if floor is None else floor
     if len(samples) < 3:
-        raise ValueError(f"a verdict needs at least 3 samples (a baseline and 2 steps), got {len(samples)}")
+        raise ValueError(f"a verdict needs at least 3 readings (a baseline and 2 steps), got {len(samples)}")
+    steps = len(samples) - 1
     half = samples[len(samples) // 2:]
     slope = theil_sen_slope(samples)
     tail_slope = theil_sen_slope(half)
-    rise = median(half) - samples[0]
-    if slope > floor and tail_slope > floor and slope * (len(samples) - 1) > 3 * scatter(samples, slope):
+    noise = scatter(thin(samples)[0], slope * thin(samples)[1])
+    bar = max(float(resource.quantum), SCATTER_FACTOR * noise)
+    first, last = _thirds(samples)
+    held = median(last) - median(first)
+    rise = median(last) - samples[0]
+    predicted = slope * steps
+    margin = predicted / bar if bar else 0.0
+    grows = (
+        slope > 0 and tail_slope > 0
+        and predicted > bar
+        and held > max(HELD_FRACTION * predicted, resource.quantum if resource.exact else bar)
+        and (resource.exact or slope > floor)
+    )
+    onset = 0
+    rate = slope
+    if grows and tail_slope > 1.5 * slope:
+        # Growth that started late: the whole-series slope understates it; give the rate since.
+        start = _onset(samples, max(resource.quantum, bar))
+        if steps - start >= 2:
+            onset, rate = start, theil_sen_slope(samples[start:])
+    if grows:
         verdict = GROWS
-    elif (rise > max(floor * (len(samples) - 1) / 2, plateau_min) and rise > max(half) - min(half)
-          and tail_slope <= floor):
-        verdict = PLATEAU
     else:
-        verdict = BOUNDED
-    return Trend(verdict, slope, tail_slope, rise, floor)
+        tail_noise = scatter(half, tail_slope)
+        flat_tail = abs(tail_slope) * (len(half) - 1) <= max(resource.quantum, SCATTER_FACTOR * tail_noise)
+        verdict = PLATEAU if (flat_tail and rise > max(resource.plateau_min, SCATTER_FACTOR * noise, resource.quantum)
+                              and rise > max(last) - min(last)) else BOUNDED
+    return Trend(verdict, rate, tail_slope, rise, bar, noise, onset, margin)
 
 
-def decide_truncated(samples: list[float], floor: float) -> Trend:
+SLOWING = 0.5  # a noisy counter whose growth fell below this share of its rate while confirmed is settling
+
+
+def confirm(first: Trend, extended: Trend, continued: list[float], resource: Resource) -> Trend:
+    """The verdict after a confirmation pass: ``extended`` is decided on the whole series,
+    ``continued`` is the confirmation's own readings (with the last one before them). A noisy
+    counter (the heap, workers' memory) that grew in the first pass must keep growing at half its
+    rate or more: a heap that settles over its first dozens of steps (allocator and library caches
+    warming) slows down, a leak does not."""
+    if resource.exact or first.verdict != GROWS or extended.verdict != GROWS or len(continued) < 3:
+        return extended
+    rate = theil_sen_slope(continued)
+    if rate >= SLOWING * first.per_step_bytes:
+        return extended
+    return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
+                 extended.scatter_bytes, extended.onset, extended.margin)
+
+
+def decide_truncated(samples: list[float], resource: Resource) -> Trend:
     """A series the budget stopped: it grew past the budget, so it grows; give its slope."""
-    slope = theil_sen_slope(samples)
-    return Trend(GROWS, slope, slope, samples[-1] - samples[0], floor)
+    slope = theil_sen_slope(samples) if len(samples) >= 2 else 0.0
+    if len(samples) >= 2 and slope <= 0:
+        slope = (samples[-1] - samples[0]) / (len(samples) - 1)
+    return Trend(GROWS, slope, slope, samples[-1] - samples[0], float(resource.quantum))
 
 
-def format_bytes(value: float) -> str:
-    """Human-readable bytes with a sign where it matters: 2.0 MiB, -512 B."""
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if value >= size:
-            return f"{sign}{value / size:.1f} {unit}"
-    return f"{sign}{value:.0f} B"
+def one_jump(samples: list[float], resource: Resource) -> int | None:
+    """The step at which a series made one jump and stayed flat around it (a lazy
+    initialisation, such as the first torch call of a step that made none during warm-up), or
+    None. Such a series is measured again from a new baseline after it."""
+    steps = [b - a for a, b in zip(samples, samples[1:], strict=False)]
+    if not steps:
+        return None
+    biggest = max(range(len(steps)), key=lambda i: steps[i])
+    jump = steps[biggest]
+    rest = sum(abs(s) for i, s in enumerate(steps) if i != biggest)
+    if jump > max(resource.plateau_min / 4, 64 * resource.quantum) and rest < 0.1 * jump:
+        return biggest + 1
+    return None
+
+
+__all__ = ["BOUNDED", "GROWS", "PLATEAU", "RAISES", "VERDICTS", "Trend", "confirm", "decide", "decide_truncated",
+           "format_bytes", "one_jump", "scatter", "theil_sen_slope", "thin"]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leaklab.measure import RESOURCES
+from leaklab.resources import NAMES as RESOURCES
+from leaklab.resources import Resource
 from leaklab.report import Report, report_from_json
 from leaklab.runner import RunOptions, run_isolated, run_script
 from leaklab.verdict import VERDICTS, decide, format_bytes
@@ -39,6 +40,12 @@ SYMPTOMS = (
     "memory held, not growing",
 )
 _REQUIRED = ("title", "seed", "claim", "claim_status", "resource", "symptoms", "what", "why", "expect")
+
+
+# A metric's own series (a gradient norm, a loss scale) judged by the same rule as a resource:
+# no counter quantum, no floor, any cache size.
+METRIC = Resource("metric", "a number the step returns", "the step's return value", (), lambda reading: 0,
+                  exact=False, quantum=0, floor=0, plateau_min=0, budget=None, release_tolerance=None, rank=99, unit="")
 
 
 class CaseError(ValueError):
@@ -225,7 +232,7 @@ def mismatches(report: Report, expectation: dict[str, Any], fix_report: Report |
         summary = metric_summary(values)
         for bound, limit in bounds.items():
             if bound == "verdict":
-                got = decide(values, 0.0).verdict
+                got = decide(values, METRIC).verdict
                 if got != limit:
                     problems.append(f"metric {metric}: expected {limit}, got {got}")
                 continue

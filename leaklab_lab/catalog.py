@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from leaklab.measure import DESCRIPTIONS
+from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, format_bytes
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
 from leaklab_lab.results import case_runs
@@ -143,8 +143,8 @@ def entry(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     out.append(f"**Seed:** {meta['seed']} · **Leaks in:** `{meta['resource']}` · **Seed claim:** {meta['claim_status']} · "
                f"**Runs on:** {', '.join(case.devices)}")
     out += ["", "### What it does", "", meta["what"], "", "### Why is this bad", "", meta["why"]]
-    if meta["resource"] in DESCRIPTIONS:
-        out += ["", f"It shows in `{meta['resource']}`: {DESCRIPTIONS[meta['resource']]}."]
+    if meta["resource"] in RESOURCES:
+        out += ["", f"It shows in `{meta['resource']}`: {RESOURCES[meta['resource']].description}."]
     out += ["", "### Example", "", "```python", _example(case), "```", "", "### Use instead", ""]
     for fix in case.fixes:
         out += ["```diff", _diff(case, fix), "```", ""]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from leaklab.measure import DESCRIPTIONS
+from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.runner import BadInput
 from leaklab_lab.cases import Case
 from leaklab_lab.results import case_runs
@@ -70,7 +70,7 @@ def plot_case(case: Case, leak: dict[str, Any], fixes: list[dict[str, Any]], pat
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
         if kind == "resource":
-            axis.annotate(DESCRIPTIONS.get(name, ""), (0.0, -0.36), xycoords="axes fraction", fontsize=6, color="gray")
+            axis.annotate(RESOURCES[name].description if name in RESOURCES else "", (0.0, -0.36), xycoords="axes fraction", fontsize=6, color="gray")
     figure.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100, metadata={"Software": None})

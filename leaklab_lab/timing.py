@@ -174,13 +174,14 @@ def probe_overhead(device: str, rounds: int = 40) -> dict[str, dict[str, Any]]:
 
 def probe_costs(device: str, calls: int = 200) -> dict[str, dict[str, Any]]:
     """Microseconds one reading of each resource costs, after a resnet18 step (median of calls)."""
-    from leaklab.measure import Probe, measurable
+    from leaklab.measure import Probe
+    from leaklab.resources import defaults
 
     step = resnet18_step(device)
     step()
     synchronize(device)
     costs: dict[str, dict[str, Any]] = {}
-    for resource in measurable(device):
+    for resource in (r.name for r in defaults(device)):
         with Probe(device, (resource,)) as probe:
             times = []
             for _ in range(calls):

@@ -37,7 +37,7 @@ def test_json_has_the_documented_fields(capsys):
     assert code == 1
     assert {"verdict", "resource", "per_step_bytes", "samples", "device", "torch"} <= set(data)
     assert data["verdict"] == "grows" and data["resource"] == "cpu_tensors" and data["device"] == "cpu"
-    assert data["per_step_bytes"] == 8192 and len(data["samples"]) == 7
+    assert data["per_step_bytes"] == 8192 and len(data["samples"]) == 7 + data["confirmed_steps"]
 
 
 def test_attribute_names_the_line(capsys):
@@ -54,9 +54,14 @@ def test_attribute_names_the_line(capsys):
         ([f"{STEPS}:nope"], "has no 'nope'"),
         ([f"{STEPS}:NOT_CALLABLE"], "is a int, not a callable"),
         ([f"{STEPS}:not_a_step"], "returned int, not a callable"),
-        ([f"{STEPS}:broken_factory"], "broken_factory('cpu') raised RuntimeError: cannot build the model"),
-        ([f"{STEPS}:bounded", "--steps", "1"], "steps must be at least 2"),
-        ([f"{STEPS}:bounded", "--warmup", "-1"], "warmup must be 0 or more"),
+        ([f"{STEPS}:broken_factory"], "broken_factory('cpu') failed: RuntimeError: cannot build the model"),
+        ([f"{STEPS}:bounded", "--steps", "1"], "steps must be from 2 to 100,000, got 1"),
+        ([f"{STEPS}:bounded", "--steps", "1000000"], "steps must be from 2 to 100,000"),
+        ([f"{STEPS}:bounded", "--warmup", "-1"], "warmup must be from 0 to 100,000"),
+        ([f"{STEPS}:bounded", "--device", "tpu"], "device must be 'cpu', 'cuda' or 'cuda:N'"),
+        ([f"{STEPS}:bounded", "--resource", "device_allocated"], "device_allocated is a CUDA counter"),
+        ([f"{STEPS}:bounded", "--resource", "pinned_host"], "pinned_host is a CUDA counter"),
+        ([f"{STEPS}:bounded", "--timeout", "0"], "must be above 0"),
         ([f"{STEPS}:bounded", "--resource", "vram"], "unknown resource vram"),
         ([f"{STEPS}:bad name"], "is not a Python name"),
     ],
@@ -75,11 +80,12 @@ def test_cuda_without_gpu_exits_2(capsys, monkeypatch):
     assert "no CUDA device" in err
 
 
-def test_a_step_that_raises_exits_2_with_its_traceback(capsys):
+def test_a_step_that_raises_exits_3_with_its_traceback(capsys):
     code, _, err = run(capsys, f"{STEPS}:raises", "--steps", "5", "--warmup", "1")
-    assert code == 2
+    assert code == 3
     assert "Traceback" in err and 'raise ValueError("bad batch")' in err
-    assert err.strip().splitlines()[-1] == f"leaklab: {STEPS}:raises: step 2 raised ValueError: bad batch"
+    assert err.strip().splitlines()[-1] == (f"leaklab: {STEPS}:raises: the step failed at step 2 (measured): "
+                                            "ValueError: bad batch")
 
 
 def test_run_rejects_an_unknown_case(capsys):

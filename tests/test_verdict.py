@@ -1,10 +1,13 @@
-"""Verdicts on synthetic series: each shape gets its verdict, every time."""
+"""The verdict rule on synthetic series: each shape gets its verdict, every time."""
 
 import pytest
 
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, decide, theil_sen_slope
+from leaklab import resources
+from leaklab.verdict import BOUNDED, GROWS, PLATEAU, confirm, decide, one_jump, theil_sen_slope, thin
 
-FLOOR = 512
+EXACT = resources.CPU_TENSORS        # an exact counter: quantum 1 B, no floor
+HEAP = resources.HOST_HEAP           # a noisy counter: its floor is its own scatter
+DEVICE = resources.DEVICE_ALLOCATED  # exact, in 512 B blocks
 
 
 def test_theil_sen_ignores_one_outlier():
@@ -14,60 +17,91 @@ def test_theil_sen_ignores_one_outlier():
 
 
 def test_steady_growth_grows_with_its_slope():
-    trend = decide([1000 + 2048 * i for i in range(21)], FLOOR)
+    trend = decide([1000 + 2048 * i for i in range(21)], EXACT)
     assert trend.verdict == GROWS
     assert trend.per_step_bytes == pytest.approx(2048)
 
 
-def test_flat_noisy_series_is_bounded():
-    noise = [0, 300, -200, 100, 0, -300, 200, 0, 100, -100, 300, 0, -200, 100, 0, 200, -100, 0, 100, 0, -300]
-    assert decide([10_000 + n for n in noise], FLOOR).verdict == BOUNDED
+@pytest.mark.parametrize(("resource", "per_step"), [(EXACT, 4), (DEVICE, 512), (HEAP, 256), (HEAP, 16)])
+def test_an_exact_leak_at_the_counters_quantum_grows(resource, per_step):
+    assert decide([10_000 + per_step * i for i in range(21)], resource).verdict == GROWS
+    assert decide([10_000] * 21, resource).verdict == BOUNDED  # the mutation: the same series without the leak
 
 
-def test_sawtooth_is_bounded():
-    # forward grows, backward frees: the seed's "normal" curve
-    assert decide([(i % 4) * 1_000_000 for i in range(21)], FLOOR).verdict == BOUNDED
+def test_one_kib_every_third_step_grows():
+    series = [1024 * (i // 3) for i in range(21)]
+    trend = decide(series, EXACT)
+    assert trend.verdict == GROWS
+    assert trend.per_step_bytes == pytest.approx(1024 / 3, rel=0.1)
 
 
-def test_filling_cache_then_flat_is_a_plateau():
-    series = [min(i, 8) * 2_000_000 for i in range(21)]
-    trend = decide(series, FLOOR)
-    assert trend.verdict == PLATEAU
-    assert trend.rise_bytes == pytest.approx(16_000_000)
+def test_a_leak_that_starts_mid_series_is_given_its_own_rate():
+    series = [0] * 10 + [1024 * i for i in range(1, 12)]
+    trend = decide(series, EXACT)
+    assert trend.verdict == GROWS
+    assert 512 <= trend.per_step_bytes <= 2048  # within 2x of the true 1 KiB/step
+    assert trend.onset > 0
 
 
-def test_growth_below_the_floor_is_bounded():
-    assert decide([100 * i for i in range(21)], FLOOR).verdict == BOUNDED
+def test_noise_around_a_flat_level_is_bounded():
+    noise = [0, 300, -200, 150, -50, 250, -300, 100, 0, -150, 200, -100, 50, -250, 300, 0, -200, 150, -50, 250, -300]
+    assert decide([10_000 + n for n in noise], HEAP).verdict == BOUNDED
 
 
-def test_growth_that_starts_late_still_grows():
-    series = [0] * 8 + [4096 * i for i in range(13)]
-    assert decide(series, FLOOR).verdict == GROWS
+def test_a_sawtooth_is_bounded():
+    assert decide([(i % 4) * 1_000_000 for i in range(21)], HEAP).verdict == BOUNDED
 
 
-def test_steps_to_exhaust():
-    trend = decide([1024 * i for i in range(21)], FLOOR)
-    assert trend.steps_to_exhaust(current=20 * 1024, capacity=1024 * 1024) == (1024 * 1024 - 20 * 1024) // 1024
-    assert decide([0] * 21, FLOOR).steps_to_exhaust(0, 1) is None
+def test_megabyte_swings_do_not_grow_by_the_slope_through_them():
+    swings_mib = [0, 30, 5, 28, 2, 31, 7, 26, 1, 29, 4, 33, 6, 27, 3, 30, 8, 25, 2, 32, 5]
+    assert decide([100 * 2**20 + m * 2**20 for m in swings_mib], HEAP).verdict == BOUNDED
 
 
-def test_too_few_samples_is_an_error():
-    with pytest.raises(ValueError, match="at least 3 samples"):
-        decide([0, 1], FLOOR)
+def test_a_cache_that_fills_then_stops_is_a_plateau_not_growth():
+    series = [min(i, 6) * 2**20 for i in range(21)]
+    assert decide(series, EXACT).verdict == PLATEAU
 
 
-def test_same_series_same_verdict():
-    series = [(i * 7919) % 1000 + 3000 * i for i in range(21)]
-    assert len({decide(series, FLOOR) for _ in range(5)}) == 1
+def test_a_spike_at_the_end_is_not_growth():
+    series = [5000] * 19 + [5000 + 2**20, 5000]
+    assert decide(series, EXACT).verdict == BOUNDED
 
 
-def test_large_swings_with_a_small_slope_are_bounded():
-    # H200, variable-shape allocations: device_allocated swings by megabytes from step to step
-    swings_mib = [0, -5.0, -7.4, -8.0, -2.6, -4.7, -4.6, -9.8, -3.6, -5.8, -5.6, -2.3, 0.8, -9.0, -10.3, -4.8, -1.8,
-                  -6.1, -3.3, -7.7, -0.9]
-    assert decide([100 * 2**20 + m * 2**20 for m in swings_mib], FLOOR).verdict == BOUNDED
+def test_memory_that_decreases_is_bounded():
+    assert decide([100_000 - 1024 * i for i in range(21)], EXACT).verdict == BOUNDED
 
 
-def test_a_staircase_leak_grows():
-    # one bad batch in four keeps 1 MiB alive: steps, not a line
-    assert decide([(i // 4) * 2**20 for i in range(21)], FLOOR).verdict == GROWS
+def test_slow_steps_of_a_big_block_count_as_growth():
+    assert decide([(i // 4) * 2**20 for i in range(21)], HEAP).verdict == GROWS
+
+
+def test_one_jump_then_flat_is_recognised_and_steady_growth_is_not():
+    assert one_jump([0] * 5 + [25 * 2**20] * 16, HEAP) == 5
+    assert one_jump([1024 * i for i in range(21)], EXACT) is None
+    assert one_jump([0] * 21, EXACT) is None
+
+
+def test_a_noisy_counter_that_slows_down_while_confirmed_is_not_growing():
+    first = decide([800 * i for i in range(21)], HEAP)
+    settling = [16_000 + 100 * i for i in range(11)]
+    assert confirm(first, decide([800 * i for i in range(21)] + settling[1:], HEAP), settling, HEAP).verdict == BOUNDED
+    steady = [16_000 + 800 * i for i in range(11)]
+    assert confirm(first, decide([800 * i for i in range(21)] + steady[1:], HEAP), steady, HEAP).verdict == GROWS
+
+
+def test_long_series_are_thinned_exactly_and_decided_fast():
+    series = [7 * i for i in range(15_001)]
+    points, stride = thin(series)
+    assert len(points) == 512 and points[0] == 0 and points[-1] == series[-1]
+    trend = decide(series, EXACT)
+    assert trend.verdict == GROWS and trend.per_step_bytes == pytest.approx(7, rel=0.01)
+
+
+def test_too_short_a_series_is_refused():
+    with pytest.raises(ValueError, match="at least 3"):
+        decide([0, 1], EXACT)
+
+
+def test_the_same_series_gets_the_same_verdict():
+    series = [1000 + 97 * i + (i * 7919) % 300 for i in range(21)]
+    assert len({decide(series, HEAP) for _ in range(5)}) == 1

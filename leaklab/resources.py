@@ -1,0 +1,225 @@
+"""The resources leaklab watches: each one is one object, with every fact about it in one place.
+
+A resource says what it is, where it can be read, how to read it (from a :class:`Reading`, one
+per sample, so that costly reads such as the CUDA allocator's stats or the list of child
+processes happen once however many resources need them), how its counter moves (``exact``
+counters change only when something is allocated or freed, by at least ``quantum``; the others
+move with allocator noise), the smallest cache worth calling a plateau, the budget past which a
+run is stopped, how much may stay behind after the step is dropped, and its rank in the
+headline (the most specific resource is named first: a CPU tensor leak also grows the heap).
+
+Adding a resource is one new object in :data:`ALL` and its test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from leaklab.measure import Reading
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+def format_bytes(value: float) -> str:
+    """Human-readable bytes with a sign where it matters: 2.0 MiB, -512 B."""
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if value >= size:
+            return f"{sign}{value / size:.1f} {unit}"
+    return f"{sign}{value:.0f} B"
+
+
+@dataclass(frozen=True)
+class Resource:
+    name: str
+    description: str
+    source: str                       # what the reading comes from, for the README and --help
+    devices: tuple[str, ...]          # device types where it is watched by default
+    read: Callable[[Reading], int]
+    exact: bool                       # changes only by allocation/free: decide on consistency, not size
+    quantum: int                      # the smallest change the counter shows
+    floor: float                      # slowest growth per step called a trend (noisy counters only)
+    plateau_min: float                # a rise smaller than this that stops is warm-up, not a cache
+    budget: int | None                # stop the run once the series passes this above its start
+    release_tolerance: int | None     # may stay behind after the step is dropped (None: not checked)
+    rank: int                         # headline order: lower is more specific
+    holds_tensors: bool = False       # tensor storages live here (attribution can name a line)
+    unit: str = "B"
+    judged: bool = True               # False: shown, never part of the verdict (a peak)
+    optional: bool = False            # watched only when asked for (costly, or CPU tensors on CUDA)
+    floor_under_tracker: float = 0.0  # the floor while the CPU tensor counter (a dispatch mode) runs
+
+    def __post_init__(self) -> None:
+        if self.floor_under_tracker < self.floor:
+            object.__setattr__(self, "floor_under_tracker", self.floor)
+
+    def format(self, value: float) -> str:
+        if self.unit == "B":
+            return format_bytes(value)
+        return f"{value:,.1f} {self.unit}" if value != int(value) else f"{int(value):,} {self.unit}"
+
+
+# --------------------------------------------------------------------------- readers
+def _device_allocated(reading: Reading) -> int:
+    return reading.cuda_stats()["allocated_bytes"]["all"]["current"]
+
+
+def _device_reserved(reading: Reading) -> int:
+    return reading.cuda_stats()["reserved_bytes"]["all"]["current"]
+
+
+def _device_peak(reading: Reading) -> int:
+    return reading.cuda_stats()["allocated_bytes"]["all"]["peak"]
+
+
+def _cpu_tensors(reading: Reading) -> int:
+    return reading.probe.tensors.live_bytes() if reading.probe.tensors is not None else 0
+
+
+def _host_heap(reading: Reading) -> int:
+    from leaklab.measure import host_heap_bytes
+
+    return host_heap_bytes()
+
+
+def _python_objects(reading: Reading) -> int:
+    # pymalloc serves every object of 512 bytes or less from its own arenas, which the C heap's
+    # counters never see; this is its own count of blocks in use.
+    return sys.getallocatedblocks()
+
+
+def _pinned_host(reading: Reading) -> int:
+    from leaklab.measure import pinned_host_bytes
+
+    return pinned_host_bytes() or 0
+
+
+def _worker_memory(reading: Reading) -> int:
+    from leaklab.measure import worker_uss_bytes
+
+    return worker_uss_bytes(reading.children())
+
+
+def _shared_memory(reading: Reading) -> int:
+    return reading.probe.shared_memory(reading.children())
+
+
+def _children(reading: Reading) -> int:
+    return len(reading.children())
+
+
+def _open_fds(reading: Reading) -> int:
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1  # less the descriptor listdir itself holds
+    except OSError:
+        return 0
+
+
+DEVICE_ALLOCATED = Resource(
+    "device_allocated", "device memory held by live tensors (torch.cuda.memory_allocated)",
+    "the CUDA caching allocator's allocated bytes (torch.cuda.memory_stats)", ("cuda",), _device_allocated,
+    exact=True, quantum=512, floor=0, plateau_min=64 * KiB, budget=512 * MiB, release_tolerance=64 * KiB, rank=0,
+    holds_tensors=True)
+CPU_TENSORS = Resource(
+    "cpu_tensors", "bytes of live CPU tensor storages, autograd-saved ones included",
+    "exact live CPU storage bytes, counted by a TorchDispatchMode through weak references", ("cpu",), _cpu_tensors,
+    exact=True, quantum=1, floor=0, plateau_min=64 * KiB, budget=512 * MiB, release_tolerance=64 * KiB, rank=1,
+    holds_tensors=True)
+PINNED_HOST = Resource(
+    "pinned_host", "pinned host memory held by PyTorch's host caching allocator",
+    "torch.cuda.host_memory_stats()", ("cuda",), _pinned_host,
+    exact=True, quantum=1, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=2)
+SHARED_MEMORY = Resource(
+    "shared_memory", "shared-memory files (/dev/shm) held open by this process and its children, e.g. "
+    "batches in flight from DataLoader workers",
+    "/dev/shm files held open by the process and its children", ("cpu", "cuda"), _shared_memory,
+    exact=False, quantum=4 * KiB, floor=0, plateau_min=1 * MiB, budget=2 * GiB, release_tolerance=0, rank=3)
+WORKER_MEMORY = Resource(
+    "worker_memory", "unique memory (USS) of child processes such as DataLoader workers",
+    "USS of child processes (psutil): copy-on-write growth in DataLoader workers", ("cpu", "cuda"), _worker_memory,
+    # Workers' memory creeps while they warm up (allocator arenas, first touches of pages): ~100-170
+    # KiB per step over their first dozens of steps with nothing leaking, measured on the CI machine.
+    exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=0, rank=4)
+CHILDREN = Resource(
+    "children", "child processes of this process that are running (multiprocessing's own helpers left out)",
+    "/proc/<pid>/task/<pid>/children and multiprocessing.active_children()", ("cpu", "cuda"), _children,
+    exact=True, quantum=1, floor=0, plateau_min=1, budget=64, release_tolerance=0, rank=5, unit="processes")
+OPEN_FDS = Resource(
+    "open_fds", "file descriptors this process holds open (files, sockets, pipes)",
+    "/proc/self/fd", ("cpu", "cuda"), _open_fds,
+    exact=True, quantum=1, floor=0, plateau_min=8, budget=4096, release_tolerance=None, rank=6, unit="fds")
+DEVICE_RESERVED = Resource(
+    "device_reserved", "device memory reserved by the caching allocator (torch.cuda.memory_reserved)",
+    "the CUDA caching allocator's reserved bytes (same stats read)", ("cuda",), _device_reserved,
+    exact=False, quantum=2 * MiB, floor=0, plateau_min=2 * MiB, budget=2 * GiB, release_tolerance=None, rank=7)
+# Watched only when asked for: with torch's ops running under a Python dispatch mode (how
+# cpu_tensors counts), torch itself keeps a few more small objects on each of the first hundreds
+# of steps (measured: ~2-4 blocks/step in a plain training step), which would read as a slow leak;
+# and one reading costs ~60 µs (it walks every pymalloc pool).
+PYTHON_OBJECTS = Resource(
+    "python_objects", "blocks in use in Python's small-object allocator (objects of 512 bytes or less)",
+    "sys.getallocatedblocks(): pymalloc's count, which the C heap's counters do not see", ("cpu", "cuda"),
+    _python_objects, exact=True, quantum=1, floor=0, plateau_min=4096, budget=50_000_000, release_tolerance=None, rank=8,
+    unit="blocks", optional=True)
+# While cpu_tensors is counted (a TorchDispatchMode sees every operator), torch's own heap creeps
+# by up to ~1 KiB/step over the first hundreds of steps: measured on fixes/lru_cache_unbounded.py,
+# flat without the counter and ~0.9 KiB/step with it. Without the counter the heap has no floor.
+HOST_HEAP = Resource(
+    "host_heap", "bytes in use in the process's C heap (glibc mallinfo2)",
+    "glibc mallinfo2() bytes in use (RSS would hide freed-but-resident pages)", ("cpu", "cuda"), _host_heap,
+    exact=False, quantum=16, floor=0, floor_under_tracker=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=9)
+DEVICE_PEAK = Resource(
+    "device_peak", "the most device memory live tensors held at any moment of the step (reset every step)",
+    "the CUDA caching allocator's peak allocated bytes, reset after each reading", ("cuda",), _device_peak,
+    exact=True, quantum=512, floor=0, plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False)
+
+ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, CHILDREN,
+                             OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK)
+BY_NAME: dict[str, Resource] = {resource.name: resource for resource in ALL}
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def get(name: str) -> Resource:
+    """The resource called ``name``; a ValueError that lists the known ones otherwise."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown resource {name!r}; known: {', '.join(NAMES)}") from None
+
+
+def device_type(device: str) -> str:
+    """'cuda' for 'cuda' and 'cuda:N', 'cpu' for 'cpu'."""
+    return device.split(":", 1)[0]
+
+
+def defaults(device: str) -> tuple[Resource, ...]:
+    """What a run on ``device`` watches unless told otherwise."""
+    kind = device_type(device)
+    found = [r for r in ALL if kind in r.devices and not r.optional]
+    if PINNED_HOST in found:
+        from leaklab.measure import pinned_host_bytes
+
+        if pinned_host_bytes() is None:  # this torch cannot report pinned memory
+            found.remove(PINNED_HOST)
+    return tuple(found)
+
+
+def readable(resource: Resource, device: str) -> str | None:
+    """Why ``resource`` cannot be read for a run on ``device``, or None when it can."""
+    kind = device_type(device)
+    if resource in (DEVICE_ALLOCATED, DEVICE_RESERVED, DEVICE_PEAK, PINNED_HOST) and kind != "cuda":
+        return f"{resource.name} is a CUDA counter: it needs --device cuda"
+    if resource is PINNED_HOST:
+        from leaklab.measure import pinned_host_bytes
+
+        if pinned_host_bytes() is None:
+            return "pinned_host: this torch does not report pinned host memory"
+    return None

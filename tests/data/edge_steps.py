@@ -1,0 +1,236 @@
+"""Steps at the edges of the verdicts, and hostile ones. Each function is a factory: (device) -> step.
+A fresh module (leaklab loads scripts fresh) gives every factory its own state."""
+
+import collections
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+kept = []
+
+
+def noop(device):
+    return lambda: None
+
+
+def bytes_512(device):
+    return lambda: kept.append(bytes(512))  # 545 B: served by malloc, seen by host_heap
+
+
+def bytes_256(device):
+    return lambda: kept.append(bytes(256))  # served by pymalloc: seen by python_objects only
+
+
+def tensor_4b(device):
+    return lambda: kept.append(torch.zeros(1, device=device))  # 4 B of storage per step
+
+
+def block_512(device):
+    return lambda: kept.append(torch.zeros(128, device=device))  # one 512 B CUDA allocator block
+
+
+def every_third_1k(device):
+    calls = [0]
+
+    def step():
+        calls[0] += 1
+        if calls[0] % 3 == 0:
+            kept.append(torch.zeros(256, device=device))
+
+    return step
+
+
+def starts_late(device):
+    """Leaks 1 KiB of tensors per step from its 15th call on."""
+    calls = [0]
+
+    def step():
+        calls[0] += 1
+        if calls[0] >= 15:
+            kept.append(torch.zeros(256, device=device))
+
+    return step
+
+
+def first_torch_call_late(device):
+    """Leaks nothing; its first torch call comes after warm-up (torch's lazy initialisation)."""
+    calls = [0]
+
+    def step():
+        calls[0] += 1
+        if calls[0] >= 9:
+            torch.ones(3, device=device).sum()
+
+    return step
+
+
+def lazy_init_late(device):
+    """Leaks nothing; at its 9th call it sets up 25 MiB of state once (as a lazy initialisation does)."""
+    calls = [0]
+    state = []
+
+    def step():
+        calls[0] += 1
+        if calls[0] == 9:
+            state.append(bytearray(25 * 2**20))
+
+    return step
+
+
+def _mlp(device, leak_bytes=0):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 64, device=device), torch.randint(0, 10, (32,), device=device)
+
+    def step():
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        if leak_bytes:
+            kept.append(torch.zeros(leak_bytes // 4, device=device))
+
+    return step
+
+
+def mlp(device):
+    return _mlp(device)
+
+
+def mlp_leak_512(device):
+    return _mlp(device, 512)
+
+
+def cache_fills(device):
+    """A cache of 12 entries that fills over the first steps (past warm-up), then stops."""
+    cache = collections.OrderedDict()
+    calls = [0]
+
+    def step():
+        calls[0] += 1
+        cache[calls[0] % 12] = torch.zeros(64 * 1024, device=device)
+
+    return step
+
+
+def periodic_spike(device):
+    """Every 4th step allocates and frees a large buffer."""
+    calls = [0]
+
+    def step():
+        calls[0] += 1
+        if calls[0] % 4 == 0:
+            torch.ones(4 * 2**20, device=device).sum()
+
+    return step
+
+
+def variable_batch(device):
+    """Batch sizes from a seeded generator; the last output is kept (a level that moves, no trend)."""
+    model = torch.nn.Linear(64, 64).to(device)
+    sizes = torch.Generator().manual_seed(0)
+    last = {}
+
+    def step():
+        batch = int(torch.randint(8, 256, (1,), generator=sizes))
+        last["out"] = model(torch.randn(batch, 64, device=device)).detach()
+
+    return step
+
+
+def decreasing(device):
+    held = [torch.zeros(1024, device=device) for _ in range(40)]
+
+    def step():
+        if held:
+            held.pop()
+
+    return step
+
+
+def random_temporaries(device):
+    sizes = torch.Generator().manual_seed(1)
+
+    def step():
+        n = int(torch.randint(1, 1 << 20, (1,), generator=sizes))
+        torch.ones(n, device=device).sum()
+        bytearray(n)
+
+    return step
+
+
+class Record:
+    """A per-step record that points back to itself (a parent link): freed only by the collector."""
+
+    def __init__(self, loss):
+        self.me = self
+        self.loss = loss
+        self.scratch = bytearray(100_000)
+
+
+def cyclic_garbage(device):
+    model = torch.nn.Linear(64, 64).to(device)
+    x = torch.randn(32, 64, device=device)
+    recent = collections.deque(maxlen=4)  # bounded: only the last 4 records are kept
+
+    def step():
+        loss = model(x).sum()
+        loss.backward()
+        recent.append(Record(loss.item()))
+
+    return step
+
+
+def cyclic_garbage_kept(device):
+    model = torch.nn.Linear(64, 64).to(device)
+    x = torch.randn(32, 64, device=device)
+    records = []  # unbounded: every record stays reachable
+
+    def step():
+        loss = model(x).sum()
+        loss.backward()
+        records.append(Record(loss.item()))
+
+    return step
+
+
+def exits(device):
+    return lambda: sys.exit(0)
+
+
+def exits_1(device):
+    return lambda: sys.exit(1)
+
+
+def interrupted(device):
+    def step():
+        raise KeyboardInterrupt
+
+    return step
+
+
+def starts_children(device):
+    return lambda: kept.append(subprocess.Popen(["sleep", "600"]))
+
+
+def hangs(device):
+    return lambda: time.sleep(3600)
+
+
+def opens_files(device):
+    return lambda: kept.append(os.open(os.devnull, os.O_RDONLY))
+
+
+def big_leak(device):
+    return lambda: kept.append(torch.zeros(50 * 2**20 // 4, device=device))  # 50 MiB per step
+
+
+def small_strings(device):
+    return lambda: kept.append([str(i) + "x" for i in range(100_000)])
+
+
+def factory_fails(device):
+    raise RuntimeError("no data here")

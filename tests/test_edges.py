@@ -1,0 +1,165 @@
+"""The check at its edges, on the CPU: the smallest leaks each counter can see are caught, steps
+that are bounded but tricky are never called growing, and hostile steps get the documented exit
+code, a one-line answer and leave nothing behind. Every leak here has its bounded twin."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from leaklab.cli import main
+from leaklab.runner import RunOptions, run_script
+
+EDGES = str(Path(__file__).parent / "data" / "edge_steps.py")
+
+
+def verdicts(name, **options):
+    report = run_script(EDGES, name, "cpu", RunOptions(**options))
+    assert report.error is None, report.error
+    return report
+
+
+@pytest.mark.parametrize(("leak", "twin", "resource", "options"), [
+    ("tensor_4b", "noop", "cpu_tensors", {}),
+    ("mlp_leak_512", "mlp", "cpu_tensors", {}),
+    ("every_third_1k", "noop", "cpu_tensors", {}),
+    ("bytes_512", "noop", "host_heap", {"resources": ("host_heap",)}),
+    ("bytes_256", "noop", "python_objects", {"resources": ("python_objects",)}),
+    ("opens_files", "noop", "open_fds", {}),
+    ("small_strings", "noop", "host_heap", {}),
+    ("cyclic_garbage_kept", "cyclic_garbage", "host_heap", {}),
+])
+def test_the_smallest_leak_grows_where_it_lives_and_its_twin_is_bounded(leak, twin, resource, options):
+    report = verdicts(leak, **options)
+    assert report.verdict == "grows" and report.resource == resource, report.summary()
+    bounded = verdicts(twin, **options)
+    assert bounded.verdict == "bounded", bounded.summary()
+
+
+def test_a_leak_that_starts_mid_series_is_caught_in_its_resource_at_its_rate():
+    report = verdicts("starts_late")
+    assert report.resource == "cpu_tensors" and report.verdict == "grows", report.summary()
+    assert 512 <= report.per_step_bytes <= 2048, report.summary()  # the true rate is 1 KiB/step
+
+
+@pytest.mark.parametrize("name", ["first_torch_call_late", "periodic_spike", "variable_batch", "decreasing",
+                                  "random_temporaries", "cyclic_garbage", "mlp"])
+def test_bounded_but_tricky_steps_never_grow(name):
+    report = verdicts(name)
+    assert report.verdict in ("bounded", "plateau"), report.summary()
+    assert report.verdict == "bounded" or name == "cache_fills", report.summary()
+
+
+def test_a_cache_that_fills_is_a_plateau():
+    report = verdicts("cache_fills")
+    assert report.verdict == "plateau" and report.resource == "cpu_tensors", report.summary()
+
+
+def test_a_lazy_initialisation_after_warm_up_is_measured_past():
+    report = verdicts("lazy_init_late")
+    assert report.restarts, "the lazy initialisation was not noticed"
+    assert report.verdict == "bounded", report.summary()
+
+
+def test_cyclic_garbage_is_collected_and_reported():
+    report = verdicts("cyclic_garbage")
+    assert report.verdict == "bounded", report.summary()
+    assert "cyclic-garbage object(s) per step" in (report.cyclic_garbage() or "")
+    per_step = sorted(report.garbage["bytes"])[len(report.garbage["bytes"]) // 2]
+    assert per_step >= 100_000  # each Record holds a 100,000-byte scratch buffer
+
+
+def test_the_budget_applies_from_the_first_warm_up_step():
+    started = time.monotonic()
+    report = verdicts("big_leak", warmup=60, budget={"cpu_tensors": 256 * 2**20})
+    assert report.stopped_by_budget == "cpu_tensors" and report.stopped_in_warmup, report.summary()
+    assert report.verdict == "grows"
+    assert time.monotonic() - started < 60
+
+
+# --------------------------------------------------------------------------- the CLI's answers
+def cli(capsys, *args):
+    try:
+        code = main(["check", *args, "--quiet", "--steps", "6", "--warmup", "1"])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("exits", "exited: the step called sys.exit(0)"),
+    ("exits_1", "exited: the step called sys.exit(1)"),
+    ("interrupted", "interrupted: KeyboardInterrupt"),
+])
+def test_a_step_that_exits_or_is_interrupted_exits_3_with_one_line(capsys, name, says):
+    code, out, err = cli(capsys, f"{EDGES}:{name}")
+    assert code == 3, (out, err)
+    assert says in err.strip().splitlines()[-1]
+
+
+def test_a_step_that_exits_is_reported_in_json_too(capsys):
+    code, out, err = cli(capsys, f"{EDGES}:exits", "--json")
+    assert code == 3
+    data = json.loads(out)
+    assert data["verdict"] == "raises" and data["exit_code"] == 3 and "sys.exit(0)" in data["error"]
+
+
+def test_a_script_that_exits_on_import_exits_2(capsys, tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nsys.exit(0)\n")
+    code, _, err = cli(capsys, str(script))
+    assert code == 2
+    assert "the script called sys.exit(0)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_factory_that_fails_exits_2(capsys):
+    code, _, err = cli(capsys, f"{EDGES}:factory_fails")
+    assert code == 2 and "factory_fails('cpu') failed: RuntimeError: no data here" in err
+
+
+def test_a_hanging_step_times_out_with_exit_3(capsys):
+    started = time.monotonic()
+    code, _, err = cli(capsys, f"{EDGES}:hangs", "--timeout", "1")
+    assert code == 3 and "timed out" in err
+    assert time.monotonic() - started < 30
+
+
+def test_children_are_reported_stopped_and_fail_the_check():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    done = subprocess.run([sys.executable, "-m", "leaklab", "check", f"{EDGES}:starts_children", "--quiet",
+                           "--steps", "4", "--warmup", "1"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 1, done.stderr
+    assert "child process(es) running, now stopped" in done.stdout.splitlines()[-1]
+    time.sleep(0.2)
+    sleepers = [p for p in psutil.process_iter(["cmdline", "ppid"])
+                if p.info["cmdline"] == ["sleep", "600"] and p.pid not in before]
+    assert not sleepers, f"children left running: {sleepers}"
+
+
+def test_sigterm_to_leaklab_stops_the_childrens_too(tmp_path):
+    script = tmp_path / "slow_children.py"
+    script.write_text("import subprocess, time\nkept = []\n"
+                      "def make_step(device):\n"
+                      "    def step():\n        kept.append(subprocess.Popen(['sleep', '601']))\n        time.sleep(0.2)\n"
+                      "    return step\n")
+    process = subprocess.Popen([sys.executable, "-m", "leaklab", "check", str(script), "--quiet", "--steps", "500"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=Path(__file__).parent.parent)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+            c.cmdline() == ["sleep", "601"] for c in psutil.Process(process.pid).children(recursive=True)):
+        time.sleep(0.1)
+    process.terminate()
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 3, err
+    assert "interrupted" in err.strip().splitlines()[-1]
+    time.sleep(0.2)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "601"]]
+    assert os.path.exists(script)
