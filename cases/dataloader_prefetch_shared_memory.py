@@ -39,7 +39,7 @@ def make_step(device: str):
     criterion = nn.CrossEntropyLoss()
     loader = DataLoader(
         SyntheticImages(), batch_size=64, multiprocessing_context="fork",
-        num_workers=4, prefetch_factor=8,  # LEAK: up to 32 batches of 768 KiB in flight, all in shared memory
+        num_workers=4, prefetch_factor=8,  # LEAK: not a leak but a level: workers x prefetch_factor batches wait in shared memory
     )
     batches = iter(loader)  # the workers exit when this iterator is dropped
 

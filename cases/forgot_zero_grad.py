@@ -23,10 +23,11 @@ def make_step(device: str):
     def train_step():
         # LEAK: no optimizer.zero_grad(): backward() adds this step's gradient to all the previous ones
         loss = criterion(model(inputs), targets)
+        held = sum(p.grad.nbytes for p in model.parameters() if p.grad is not None)  # gradients alive during the forward
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))  # only measures
         optimizer.step()
-        return {"grad_norm": grad_norm.item(), "loss": loss.item()}
+        return {"grad_norm": grad_norm.item(), "loss": loss.item(), "grad_mib_during_forward": held / 2**20}
 
     return train_step
 
@@ -37,4 +38,5 @@ if __name__ == "__main__":
     for step in range(1, 31):
         metrics = train_step()
         allocated = f"  device allocated {torch.cuda.memory_allocated() / 2**20:.1f} MiB" if device == "cuda" else ""
-        print(f"step {step:2d}  grad norm {metrics['grad_norm']:7.3f}  loss {metrics['loss']:.4f}{allocated}")
+        print(f"step {step:2d}  grad norm {metrics['grad_norm']:7.3f}  loss {metrics['loss']:.4f}  "
+              f"gradients held during the forward {metrics['grad_mib_during_forward']:.2f} MiB{allocated}")

@@ -35,7 +35,7 @@ def make_step(device: str):
     criterion = nn.CrossEntropyLoss()
     loader = DataLoader(
         SyntheticImages(), batch_size=32, shuffle=True, pin_memory=device == "cuda",
-        num_workers=4, prefetch_factor=2,  # LEAK: the seed's belief: each worker adds a copy of the data in GPU memory
+        num_workers=4, prefetch_factor=2,  # LEAK: not a leak: the setting the seed blames; it costs host memory (workers, batches in flight), not GPU memory
     )
     batches = iter(loader)  # the workers exit when this iterator is dropped
 

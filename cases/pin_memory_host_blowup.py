@@ -63,8 +63,9 @@ def pinned_cache_mib() -> float:
 
 
 if __name__ == "__main__":
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    train_epoch = make_step(device)
+    if not torch.cuda.is_available():
+        raise SystemExit("pin_memory_host_blowup needs a CUDA device: pinned memory is only used with one; torch sees none here")
+    train_epoch = make_step("cuda")
     for epoch in range(1, 21):
         metrics = train_epoch()
         print(f"epoch {epoch:2d}  batch size {metrics['batch_size']:4d}  pinned host cache {pinned_cache_mib():7.1f} MiB")

@@ -26,9 +26,9 @@ def make_step(device: str):
     def train_step():
         optimizer.zero_grad()
         loss = criterion(model(inputs), targets)
-        loss.backward(retain_graph=True)  # LEAK: the saved activations survive backward, for as long as `loss` is referenced
+        loss.backward(retain_graph=True)  # LEAK: backward keeps the saved activations, for as long as anything references the graph
         optimizer.step()
-        kept_losses.append(loss)  # kept for a second backward (gradient diagnostics) that never comes
+        kept_losses.append(loss)  # LEAK: kept for a second backward that never comes: every step's graph stays referenced
         return kept_losses
 
     return train_step

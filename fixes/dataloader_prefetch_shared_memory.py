@@ -39,7 +39,7 @@ def make_step(device: str):
     criterion = nn.CrossEntropyLoss()
     loader = DataLoader(
         SyntheticImages(), batch_size=64, multiprocessing_context="fork",
-        num_workers=2, prefetch_factor=2,  # FIX: at most 4 batches in flight; add workers only while the GPU waits for data
+        num_workers=2, prefetch_factor=2,  # FIX: a lower level: fewer batches in flight; add workers only while the GPU waits for data
     )
     batches = iter(loader)  # the workers exit when this iterator is dropped
 

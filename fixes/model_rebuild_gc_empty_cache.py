@@ -38,8 +38,8 @@ def make_step(device: str):
         key = "classifier"  # FIX: one key per model name: registering the new version drops the old one's last reference
         models[key] = model
         del model  # the seed's remedy: removes a local name, frees nothing while the registry holds the model
-        gc.collect()  # FIX: (the seed's) collects reference cycles; the old model has none, so this frees nothing more
-        torch.cuda.empty_cache()  # FIX: (the seed's) returns cached, unused device blocks to the driver (no-op on CPU)
+        gc.collect()  # NO EFFECT: the seed's; it collects reference cycles, and the old model is in none
+        torch.cuda.empty_cache()  # NO EFFECT: the seed's; it frees no tensor, only hands cached blocks back (nothing on CPU)
         with torch.inference_mode():
             predictions = models[key](requests).argmax(dim=1)
         return {"registered_models": len(models), "served": predictions.numel()}

@@ -35,7 +35,7 @@ def make_step(device: str):
     criterion = nn.CrossEntropyLoss()
     loader = DataLoader(
         SyntheticImages(), batch_size=32, shuffle=True, pin_memory=device == "cuda",
-        num_workers=2, prefetch_factor=2,  # FIX: the seed's advice: less host memory, fewer batches in flight; the same GPU memory
+        num_workers=2, prefetch_factor=2,  # FIX: the seed's advice: fewer workers and batches in flight lower host memory; GPU memory is the same
     )
     batches = iter(loader)  # the workers exit when this iterator is dropped
 

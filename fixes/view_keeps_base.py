@@ -9,6 +9,8 @@ example of each batch: one 4,000-byte row, which pins the batch's whole 1024x100
 Run it: python cases/view_keeps_base.py
 """
 
+import collections
+
 import torch
 from torch import nn
 
@@ -17,7 +19,7 @@ def make_step(device: str):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 1000)).to(device).eval()
     criterion = nn.CrossEntropyLoss(reduction="none")
-    worst_examples = []  # the logits of each batch's worst-classified example, for the error report
+    worst_examples = collections.deque(maxlen=4)  # FIX: a report of bounded size: the latest 4 batches' worst rows
 
     @torch.no_grad()
     def eval_step():
@@ -25,7 +27,7 @@ def make_step(device: str):
         targets = torch.randint(0, 1000, (1024,), device=device)
         logits = model(inputs)
         worst = criterion(logits, targets).argmax()
-        worst_examples.append(logits[worst].clone())  # FIX: a copy of the row owns 4,000 bytes; `logits` is freed
+        worst_examples.append(logits[worst].clone())  # FIX: a copy owns only its row's bytes, so `logits` is freed
         kept = {row.untyped_storage().data_ptr(): row.untyped_storage().nbytes() for row in worst_examples}
         return {"kept_rows": float(len(worst_examples)), "kept_bytes": float(sum(kept.values()))}
 

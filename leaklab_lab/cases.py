@@ -9,6 +9,7 @@ verdicts per device and role, which the tests assert and the catalog prints. See
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-CLAIM_STATUSES = ("confirmed", "not reproduced", "different mechanism", "not in seeds")
+CLAIM_STATUSES = ("confirmed", "not reproduced", "different mechanism", "not in seeds", "not measured")
 ROLES = ("leak", "fix")
 SYMPTOMS = (
     "allocated climbs every step",
@@ -39,6 +40,8 @@ SYMPTOMS = (
     "training goes wrong, memory flat",
     "memory held, not growing",
 )
+NOT_CASES = {"seed_claims.toml"}  # the seed documents' claims (leaklab_lab.seeds), not a case
+_GENERIC_HOLDER_NAMES = {"cache", "keys", "values", "items", "__traceback__", "self"}
 _REQUIRED = ("title", "seed", "claim", "claim_status", "resource", "symptoms", "what", "why", "expect")
 
 
@@ -100,6 +103,32 @@ class Case:
         """Line numbers of the ``# LEAK:`` marks in the leaky script."""
         return [i for i, line in enumerate(self.leak.read_text().splitlines(), 1) if "# LEAK:" in line]
 
+    def mark_statements(self) -> list[str]:
+        """The code (comments cut) of each ``# LEAK:`` line; a marked decorator includes the
+        ``def`` line it decorates."""
+        lines = self.leak.read_text().splitlines()
+        statements = []
+        for mark in self.leak_lines():
+            code = [lines[mark - 1].split("#", 1)[0]]
+            i = mark
+            while code[0].strip().startswith("@") and i < len(lines):
+                code.append(lines[i].split("#", 1)[0])
+                if lines[i].lstrip().startswith(("def ", "async def ")):
+                    break
+                i += 1
+            statements.append("\n".join(code))
+        return statements
+
+    def names_its_leak(self, filename: str, code: str, held_by: str) -> bool:
+        """Whether an attributed site names this leak: it was allocated on a ``# LEAK:`` line
+        of the leaky script, or the container that holds it is the one a marked statement
+        names (``feats`` for ``feats.append(feat)  # LEAK: ...``)."""
+        if Path(filename).name == self.leak.name and "# LEAK:" in code:
+            return True
+        names = set(re.findall(r"[A-Za-z_]\w*", held_by.split("[")[0])) - _GENERIC_HOLDER_NAMES
+        return any(re.search(rf"\b{re.escape(name)}\b", statement)
+                   for name in names for statement in self.mark_statements())
+
 
 def load_case(toml_path: Path) -> Case:
     slug = toml_path.stem
@@ -133,7 +162,7 @@ def load_case(toml_path: Path) -> Case:
 
 def discover(root: Path = ROOT) -> list[Case]:
     """Every case under ``root/cases``, sorted by slug."""
-    found = sorted((root / "cases").glob("*.toml"))
+    found = sorted(path for path in (root / "cases").glob("*.toml") if path.name not in NOT_CASES)
     if not found:
         raise CaseError(f"no cases in {root / 'cases'}: the catalog's cases live in a leaklab checkout "
                         "(cases/, fixes/); run `leaklab run` from there")

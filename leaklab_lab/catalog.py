@@ -16,7 +16,9 @@ from typing import Any
 from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, format_bytes
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
+from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_runs
+from leaklab_lab.seeds import claim_map
 
 CATALOG_PATH = ROOT / "CATALOG.md"
 RESULTS_DIR = ROOT / "results"
@@ -81,7 +83,7 @@ def _diff(case: Case, fix: Path) -> str:
 
 def _figure(run: dict[str, Any]) -> str:
     if run["verdict"] == "raises":
-        return f"raises `{run['error']}`"
+        return f"raises: {one_line(run['error'])}"
     resource = run["resource"]
     result = run["resources"][resource]
     if run["verdict"] == GROWS:
@@ -133,12 +135,13 @@ def _site(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
                                  f"(`{site['code']}`), {format_bytes(site['bytes'])} alive at the end"
                                  + (f", held by `{site['held_by']}`" if site.get("held_by") else ""))
                 elif run.get("history"):
-                    lines.append(f"- {_where(document)}: {run['history']}")
+                    lines.append(f"- {_where(document)}: {one_line(run['history'], limit=400)}")
     return lines
 
 
-def entry(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    meta = case.meta
+def entry(case: Case, results: list[tuple[str, dict[str, Any]]], figures: Figures | None = None) -> list[str]:
+    figures = figures or Figures.from_results(results)
+    meta = {**case.meta, **figures.render_fields(case)}
     out = [f'<a id="{_anchor(case)}"></a>', "", f"## `{case.slug}`: {case.title}", ""]
     out.append(f"**Seed:** {meta['seed']} · **Leaks in:** `{meta['resource']}` · **Seed claim:** {meta['claim_status']} · "
                f"**Runs on:** {', '.join(case.devices)}")
@@ -190,13 +193,140 @@ def _benchmarks(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return out
 
 
-def render(root: Path = ROOT) -> str:
+def _ratio(row: dict[str, Any]) -> str:
+    q1, q3 = row["ratio_quartiles"]
+    return f"{row['ratio']:.3f}× (IQR {q1:.3f}–{q3:.3f})"
+
+
+def _bench(results: list[tuple[str, dict[str, Any]]], name: str) -> tuple[str, dict[str, Any]] | None:
+    for filename, document in results:
+        if name in document.get("benchmarks", {}):
+            return filename, document
+    return None
+
+
+def attribution_hits(cases: list[Case], results: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, bool, str]]:
+    """Per tensor-memory leak run with sites: (case, results file, whether its first-named site
+    is the leak's allocation or holder, that site), the rule tests/test_attribution.py asserts."""
+    by_slug = {case.slug: case for case in cases}
+    rows = []
+    for filename, document in results:
+        for run in document["runs"].values():
+            case = by_slug.get(run.get("case"))
+            if (case is None or run["role"] != "leak" or not run.get("sites") or run["verdict"] not in (GROWS, PLATEAU)
+                    or run["resource"] not in ("cpu_tensors", "device_allocated")):
+                continue
+            site = run["sites"][0]
+            hit = case.names_its_leak(site["filename"], site.get("code", ""), site.get("held_by", ""))
+            held = f", held by `{site['held_by']}`" if site.get("held_by") else ""
+            rows.append((case.slug, filename, hit, f"`{Path(site['filename']).name}:{site['lineno']}` "
+                                                   f"(`{site.get('code', '').split('#')[0].strip()}`){held}"))
+    return rows
+
+
+def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What the suite measured, and what it costs: every figure from a committed results file."""
+    out = ['<a id="what-the-suite-measured"></a>', "", "## What the suite measured, and what it costs", "",
+           "Every figure below is read from a committed results file; ratios are medians within one run, "
+           "with the quartiles of the per-round ratios.", ""]
+    found = _bench(results, "empty_cache_resnet18")
+    if found:
+        filename, document = found
+        rows = document["benchmarks"]["empty_cache_resnet18"]
+        every, epoch = rows.get("per_step"), rows.get("per_epoch")
+        if every and epoch:
+            counters = every.get("counters", {})
+            out.append(f"- **`torch.cuda.empty_cache()` on a resnet18 training step** ({_short_where(document)}, "
+                       f"[{filename}](results/{filename})): every step {_ratio(every)} the time of never emptying, "
+                       f"once per epoch {_ratio(epoch)}. Over {every['rounds']} timed steps, emptying every step cost "
+                       f"{counters.get('num_device_alloc', 0):,} `cudaMalloc` and {counters.get('num_device_free', 0):,} "
+                       f"`cudaFree` calls and {counters.get('num_sync_all_streams', 0):,} `num_sync_all_streams`. "
+                       f"The seed (000 §6.3) says it halves training speed.")
+    for name, label in (("probe_overhead_cuda", "Probe overhead on the GPU"), ("probe_overhead_cpu", "Probe overhead on the CPU")):
+        found = _bench(results, name)
+        if found and "probe on" in found[1]["benchmarks"][name]:
+            filename, document = found
+            out.append(f"- **{label}** (reading every default resource after each step of a resnet18 training step, "
+                       f"interleaved with steps that do not; {_short_where(document)}, [{filename}](results/{filename})): "
+                       f"{_ratio(document['benchmarks'][name]['probe on'])}.")
+    for _, document in results:
+        costs = document.get("benchmarks", {}).get("probe_costs")
+        if costs:
+            parts = ", ".join(f"`{resource}` {row['median_us']:.1f} µs" for resource, row in costs.items())
+            out.append(f"- **One reading of each resource** ({_short_where(document)}, median): {parts}.")
+    found = _bench(results, "tracker_overhead_cpu")
+    if found:
+        filename, document = found
+        rows = document["benchmarks"]["tracker_overhead_cpu"]
+        if "tracker on" in rows:
+            sites = f"; recording allocation sites on top of it: {_ratio(rows['tracker + sites'])}" if "tracker + sites" in rows else ""
+            out.append(f"- **Counting CPU tensors** (the dispatch hook on every operator; {_short_where(document)}, "
+                       f"[{filename}](results/{filename})): {_ratio(rows['tracker on'])}{sites}.")
+    found = _bench(results, "history_overhead_cuda")
+    if found and "history on" in found[1]["benchmarks"]["history_overhead_cuda"]:
+        filename, document = found
+        out.append(f"- **Recording the CUDA allocator's history** for `--attribute` ({_short_where(document)}, "
+                   f"[{filename}](results/{filename})): {_ratio(document['benchmarks']['history_overhead_cuda']['history on'])} "
+                   "per step; attribution runs its extra steps after the measured series, so it never shows in the verdicts.")
+    hits = attribution_hits(cases, results)
+    if hits:
+        good = sum(hit for _, _, hit, _ in hits)
+        out.append(f"- **Attribution**: in {good} of {len(hits)} runs whose tensor memory grows, the first-named site is "
+                   "the leak's allocation (a `# LEAK:` line) or its holder (the container a marked statement names). "
+                   "The others name first:")
+        out += [f"  - `{slug}` ({filename}): {site}" for slug, filename, hit, site in hits if not hit]
+    out += ["- **Same verdicts on every run**: second passes over the catalog, compared with `leaklab compare`, are in "
+            "[docs/reports.md](docs/reports.md).", ""]
+    return out
+
+
+def _claims(cases: list[Case], path: Path) -> list[str]:
+    if not path.is_file():
+        return []
+    by_slug = {case.slug: case for case in cases}
+    out = ['<a id="seed-claims"></a>', "", "## Seed claims → cases", "",
+           "Every section of the two seed write-ups that makes a claim (translated; the list is "
+           "[cases/seed_claims.toml](cases/seed_claims.toml)), and the cases whose `seed` names it.", "",
+           "| seed | claim | cases |", "| --- | --- | --- |"]
+    for claim in claim_map(cases, path):
+        if claim.cases:
+            cell = ", ".join(f"[`{slug}`](#{slug}) ({by_slug[slug].meta['claim_status']})" for slug in claim.cases)
+        elif claim.kind == "method":
+            cell = f"a method, not a leak: {claim.covered}"
+        elif claim.kind == "same":
+            cell = f"the same claim as {claim.covered}"
+        elif claim.kind == "benchmark":
+            cell = f"timed, not a case: {claim.covered}"
+        else:
+            cell = "**no case yet**" + (f" ({claim.covered})" if claim.covered else "")
+        out.append(f"| {claim.section} | {claim.claim.replace('|', chr(92) + '|')} | {cell} |")
+    return [*out, ""]
+
+
+def _unmeasured(figures: Figures) -> list[str]:
+    if not figures.unmeasured:
+        return []
+    out = ['<a id="not-measured"></a>', "", "## Figures not measured yet", "",
+           f"These placeholders in the cases' text rendered as `{NOT_MEASURED}`: their run, resource or metric is "
+           "not in the committed results file yet.", ""]
+    out += [f"- `{u.case}`: `{u.placeholder}`: {u.why}" for u in figures.unmeasured]
+    return [*out, ""]
+
+
+def render(root: Path = ROOT, strict: bool = False) -> str:
+    """CATALOG.md's text. ``strict``: a figure not in the committed results is an error."""
     cases = discover(root)
     results = load_all_results(root / "results")
+    figures = Figures.from_results(results)
+    entries = [line for case in cases for line in entry(case, results, figures)]
+    if strict and figures.unmeasured:
+        raise FigureError("figures not in the committed results: "
+                          + "; ".join(f"{u.case} {u.placeholder} ({u.why})" for u in figures.unmeasured))
     out = ["# The leaklab catalog", "",
            "<!-- Generated by `leaklab catalog` from cases/*.toml, cases/, fixes/ and results/*.json. Do not edit by hand. -->", "",
            "Every entry is a leaky script and its fixed twin, measured. Where the seed write-ups' claim did not "
-           "reproduce, the entry says so and shows what does happen.", ""]
+           "reproduce, the entry says so and shows what does happen. Figures in the entries' text come from "
+           + " and ".join(f"[{name}](results/{name}) ({device})" for device, name in FIGURE_SOURCES.items()) + ".", ""]
     if results:
         out += ["Measured on:", ""]
         for filename, document in results:
@@ -204,6 +334,7 @@ def render(root: Path = ROOT) -> str:
             out.append(f"- [{filename}](results/{filename}): {env['device_name']}, torch {env['torch']}, "
                        f"Python {env['python']}, {document['created']}" + (f" ({document['note']})" if document.get("note") else ""))
         out.append("")
+    out += _suite_measured(cases, results)
     out += ["## Symptom index", ""]
     for symptom in SYMPTOMS:
         matching = [case for case in cases if symptom in case.meta["symptoms"]]
@@ -219,9 +350,10 @@ def render(root: Path = ROOT) -> str:
         out.append(f"| [`{case.slug}`](#{_anchor(case)}) | `{case.meta['resource']}` | {case.meta['seed']} | "
                    f"{case.meta['claim_status']} | " + " | ".join(cells) + " |")
     out.append("")
-    for case in cases:
-        out += entry(case, results)
+    out += _claims(cases, root / "cases" / "seed_claims.toml")
+    out += entries
     bench = _benchmarks(results)
     if bench:
         out += ["## Timings and overheads", "", "Ratios are medians within one run, variants interleaved or in alternating blocks.", "", *bench]
+    out += _unmeasured(figures)
     return "\n".join(out).rstrip() + "\n"

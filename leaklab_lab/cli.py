@@ -42,6 +42,8 @@ def register(commands: Any) -> None:
     catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
     catalog.add_argument("--output", default=None, help="where to write (default: CATALOG.md at the repo root)")
     catalog.add_argument("--curves", action="store_true", help="also redraw docs/curves/*.png from the committed results")
+    catalog.add_argument("--strict", action="store_true",
+                         help="fail when a figure in a case's text is not in the committed results (after a re-measure)")
     run.set_defaults(handler=cmd_run)
     compare.set_defaults(handler=cmd_compare)
     bench.set_defaults(handler=cmd_bench)
@@ -158,9 +160,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_catalog(args: argparse.Namespace) -> int:
     from leaklab_lab.catalog import CATALOG_PATH, render
+    from leaklab_lab.figures import FigureError
+    from leaklab_lab.seeds import SeedClaimError
 
     output = Path(args.output) if args.output else CATALOG_PATH
-    text = render()
+    try:
+        text = render(strict=args.strict)
+    except (FigureError, SeedClaimError) as exc:
+        raise BadInput(str(exc)) from exc
     if args.check:
         if not output.is_file() or output.read_text() != text:
             print(f"leaklab: {output} is stale; run `leaklab catalog` to regenerate it", file=sys.stderr)
@@ -175,7 +182,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         for _, document in load_all_results():
             for path in plot_results(discover(), document, CURVES_DIR):
                 print(f"drew {path}")
-        text = render()  # the entries link the curves that now exist
+        text = render(strict=args.strict)  # the entries link the curves that now exist
     output.write_text(text)
     print(f"wrote {output}")
     return EXIT_OK

@@ -1,14 +1,19 @@
 """CATALOG.md and the cases' own form: generated, fresh, and every case what a reader can copy."""
 
 import ast
+import dataclasses
 import difflib
+import shutil
 import sys
 
 import pytest
 
 from leaklab.cli import main
+from leaklab.verdict import format_bytes
 from leaklab_lab.cases import discover
-from leaklab_lab.catalog import CATALOG_PATH, render
+from leaklab_lab.catalog import CATALOG_PATH, _figure, load_all_results, render
+from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, TEXT_FIELDS, FigureError, Figures, hand_typed, one_line
+from leaklab_lab.seeds import SeedClaimError, case_sections, claim_map
 
 CASES = discover()
 ALLOWED_IMPORTS = set(sys.stdlib_module_names) | {"torch", "torchvision", "__future__"}
@@ -41,7 +46,10 @@ def test_every_case_has_its_entry_diff_and_marks(case):
         for hunk in hunks:
             changed = [line[1:].strip() for line in hunk.splitlines()[1:] if line[:1] in "+-"]
             only_imports = all(not line or line.startswith(("import ", "from ")) for line in changed)
-            assert "# LEAK:" in hunk or "# FIX:" in hunk or only_imports, f"{fix.name}: a change that is not the fix:\n{hunk}"
+            # `# NO EFFECT:` marks a line a twin adds to show that it changes nothing (the seed's remedy
+            # next to the real fix); it is not a fix, and the catalog shows it as such.
+            marked = any(mark in hunk for mark in ("# LEAK:", "# FIX:", "# NO EFFECT:"))
+            assert marked or only_imports, f"{fix.name}: a change that is not the fix:\n{hunk}"
     assert case.options("cpu").steps <= 30 and case.options("cuda").steps <= 30, "every verdict within 30 measured steps"
 
 
@@ -55,3 +63,107 @@ def test_scripts_import_only_torch_torchvision_and_the_standard_library(case):
             for name in names:
                 assert name.split(".")[0] in allowed, f"{script.name} imports {name}"
         assert 'if __name__ == "__main__":' in script.read_text(), f"{script.name} does not run by itself"
+
+
+# --------------------------------------------------------------------------- figures from results
+@pytest.mark.parametrize("case", CASES, ids=[c.slug for c in CASES])
+def test_no_figure_is_typed_by_hand(case):
+    """Bytes and ratios in a case's text come from the results files, through placeholders."""
+    for key in TEXT_FIELDS:
+        found = hand_typed(case.meta.get(key, ""))
+        assert not found, (f"cases/{case.slug}.toml: {key} has figures typed by hand {found}: write them as "
+                           "placeholders {DEVICE:RUN:QUANTITY} (see cases/README.md)")
+
+
+def test_hand_typed_figures_are_found_and_placeholders_and_shapes_are_not():
+    assert hand_typed("grows 2.0 MiB/step, 4 MB vs 4 KB, 1.80 to 2.03x, 2× slower, 2,117,640 B") == [
+        "2.0 MiB", "4 MB", "4 KB", "2.03x", "2×", "2,117,640 B"]
+    assert hand_typed("grows {cpu:leak:cpu_tensors.per_step}/step; a 3x32x32 image, a 256×100 output") == []
+
+
+
+def test_placeholders_render_the_committed_figures():
+    case = next(c for c in CASES if c.slug == "hook_caching")
+    results = load_all_results()
+    runs = dict(results)[FIGURE_SOURCES["cpu"]]["runs"]
+    leak, fix = runs["cpu/hook_caching:leak"], runs["cpu/hook_caching:fix"]
+    text = Figures.from_results(results).render(case, "{cpu:leak:cpu_tensors.per_step}/step, {cpu:leak:verdict}, "
+                                                      "{cpu:fix:cpu_tensors.level}, {cpu:leak:metric.held_tensors.last}")
+    assert text == (f"{format_bytes(leak['resources']['cpu_tensors']['per_step_bytes'])}/step, {leak['verdict']}, "
+                    f"{format_bytes(fix['resources']['cpu_tensors']['level_bytes'])}, {int(leak['metrics']['held_tensors'][-1]):,}")
+
+
+@pytest.mark.parametrize("placeholder", [
+    "{gpu:leak:verdict}",                      # no such device
+    "{cpu:fixed:verdict}",                     # no such run
+    "{cpu:hook_caching_other:verdict}",        # not one of the case's fix scripts
+    "{cpu:leak:cpu_tensor.per_step}",          # no such resource
+    "{cpu:leak:cpu_tensors.slope}",            # no such quantity
+    "{cpu:leak:metric.held_tensors.median}",   # no such statistic
+    "{cpu:leak:metric.not_returned.last}",     # no script returns that metric
+])
+def test_a_bad_placeholder_is_an_error_naming_the_case(placeholder):
+    case = next(c for c in CASES if c.slug == "hook_caching")
+    with pytest.raises(FigureError, match="case hook_caching"):
+        Figures.from_results(load_all_results()).render(case, f"grows {placeholder}")
+
+
+def test_a_device_the_case_does_not_run_on_is_an_error():
+    case = next(c for c in CASES if c.devices == ["cuda"])
+    with pytest.raises(FigureError, match=f"case {case.slug}.*does not run on cpu"):
+        Figures.from_results(load_all_results()).render(case, "{cpu:leak:verdict}")
+
+
+def test_a_figure_not_in_the_results_renders_as_not_measured_and_is_listed():
+    case = next(c for c in CASES if c.slug == "hook_caching")
+    figures = Figures.from_results([])  # no results file committed
+    assert figures.render(case, "grows {cpu:leak:cpu_tensors.per_step}/step") == f"grows {NOT_MEASURED}/step"
+    assert [(u.case, u.placeholder) for u in figures.unmeasured] == [("hook_caching", "{cpu:leak:cpu_tensors.per_step}")]
+
+
+def test_strict_rendering_fails_on_a_figure_not_in_the_results(tmp_path):
+    for name in ("cases", "fixes"):
+        shutil.copytree(CATALOG_PATH.parent / name, tmp_path / name)
+    (tmp_path / "results").mkdir()
+    text = render(tmp_path)
+    if NOT_MEASURED in text:  # placeholders exist, and no results file: strict must refuse
+        with pytest.raises(FigureError):
+            render(tmp_path, strict=True)
+    assert "## Figures not measured yet" in text
+
+
+def test_a_multi_line_error_stays_on_one_table_line():
+    run = {"verdict": "raises", "error": "RuntimeError: Caught RuntimeError in worker 0.\nOriginal Traceback:\n"
+                                         "  File 'x.py', line 3\nRuntimeError: a | b"}
+    cell = _figure(run)
+    assert "\n" not in cell and "a \\| b" in cell and "Caught RuntimeError" in cell
+    assert "\n" not in one_line("first\nsecond | third")
+
+
+# --------------------------------------------------------------------------- the seeds' claims
+def test_every_seed_claim_is_in_the_map_with_its_cases_or_no_case_yet():
+    claims = claim_map(CASES)
+    text = render()
+    assert "## Seed claims → cases" in text
+    for claim in claims:
+        assert claim.claim.replace("|", "\\|") in text
+    mapped = {slug for claim in claims for slug in claim.cases}
+    naming = {c.slug for c in CASES if case_sections(c.meta["seed"])}
+    assert mapped == naming, f"cases naming a seed section but not in the map: {naming - mapped}"
+
+
+def test_seed_sections_are_parsed_from_the_seed_field():
+    assert case_sections("000 §2.3, §6.1") == ["000 §2.3", "000 §6.1"]
+    assert case_sections("000 §6.2, 001 §3.1") == ["000 §6.2", "001 §3.1"]
+    assert case_sections("PyTorch FAQ") == [] and case_sections("none") == []
+
+
+def test_a_case_naming_an_unlisted_section_or_missing_from_its_claims_fails(tmp_path):
+    case = CASES[0]
+    stray = dataclasses.replace(case, meta={**case.meta, "seed": "000 §9.9"})
+    with pytest.raises(SeedClaimError, match="000 §9.9"):
+        claim_map([stray])
+    claims = tmp_path / "claims.toml"
+    claims.write_text('[[claim]]\nsection = "000 §3.1"\nclaim = "x"\ncases = []\n')
+    with pytest.raises(SeedClaimError, match="no claim of that section"):
+        claim_map([c for c in CASES if case_sections(c.meta["seed"]) == ["000 §3.1"]], claims)

@@ -1,0 +1,186 @@
+"""Figures in a case's text, filled from the committed results files: no figure is typed by hand.
+
+A case's text fields (``what``, ``why``, ``claim_note``, ``fix_changes_training``,
+``known_problems``) write a figure as a placeholder ``{DEVICE:RUN:QUANTITY}``:
+
+- DEVICE: ``cpu`` or ``cuda`` (the results file :data:`FIGURE_SOURCES` names for it);
+- RUN: ``leak``, ``fix`` (the first fix, ``fixes/<slug>.py``) or the stem of one of the case's
+  fix scripts (``undetached_ema_state_dict``);
+- QUANTITY: ``RESOURCE.per_step`` (bytes per step), ``RESOURCE.level``, ``RESOURCE.rise``,
+  ``RESOURCE.peak`` (bytes), ``RESOURCE.verdict``, ``metric.NAME.first|last|mean|min|max``
+  (a number the step returns), ``verdict``, ``error`` (its first line) or ``failed_step``.
+
+A placeholder that names no such device, run, resource or quantity, or a metric the case's
+scripts never return, is an error naming the case. A well-formed placeholder whose run (or
+resource, or metric) is not in the committed results yet renders as :data:`NOT_MEASURED`, and
+the catalog lists every such figure, so a missing measurement is never silent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from leaklab.measure import RESOURCES
+from leaklab.verdict import format_bytes
+from leaklab_lab.cases import Case
+from leaklab_lab.results import case_runs
+
+# The results file each DEVICE of a placeholder reads (under results/). Change these when the
+# catalog's figures are re-measured into a new file.
+FIGURE_SOURCES = {"cpu": "cpu-torch2.14.1.json", "cuda": "h200-torch2.11.0.json"}
+TEXT_FIELDS = ("what", "why", "claim_note", "fix_changes_training", "known_problems")
+NOT_MEASURED = "(not measured)"
+
+# Anything shaped like a placeholder: three colon-separated words in braces, no spaces (a dict
+# comprehension in a code span, `{k: v for ...}`, is not one).
+PLACEHOLDER = re.compile(r"\{([A-Za-z_]+):([A-Za-z0-9_]+):([A-Za-z0-9_.]+)\}")
+_BYTES = ("per_step", "level", "rise", "peak")
+_BYTE_KEYS = {"per_step": "per_step_bytes", "level": "level_bytes", "rise": "rise_bytes", "peak": "peak_bytes"}
+_STATS = ("first", "last", "mean", "min", "max")
+
+# A figure written by hand: bytes with a unit, or a ratio (`1.8x`, `2×`); `3x32x32` (a shape)
+# is not a ratio. Placeholders are removed before this is applied.
+HAND_TYPED = re.compile(
+    r"(?<![\w.])\d[\d,.]*\s?(?:B|KiB|MiB|GiB|TiB|KB|kB|MB|GB|TB)\b"
+    r"|(?<![\w.])\d[\d,.]*\s?[x×](?![\w\d])"
+)
+
+
+class FigureError(ValueError):
+    """A placeholder that cannot name a figure (the message names the case)."""
+
+
+@dataclass
+class Unmeasured:
+    case: str
+    placeholder: str
+    why: str
+
+
+@dataclass
+class Figures:
+    """Fills placeholders from results documents, by device; remembers what was not measured."""
+
+    documents: dict[str, tuple[str, dict[str, Any]] | None]
+    unmeasured: list[Unmeasured] = field(default_factory=list)
+
+    @classmethod
+    def from_results(cls, results: list[tuple[str, dict[str, Any]]]) -> Figures:
+        by_name = dict(results)
+        return cls({device: (name, by_name[name]) if name in by_name else None
+                    for device, name in FIGURE_SOURCES.items()})
+
+    def render(self, case: Case, text: str) -> str:
+        return PLACEHOLDER.sub(lambda match: self._fill(case, match), text)
+
+    def render_fields(self, case: Case) -> dict[str, str]:
+        return {key: self.render(case, case.meta[key]) for key in TEXT_FIELDS if key in case.meta}
+
+    # ------------------------------------------------------------------ one placeholder
+    def _fill(self, case: Case, match: re.Match[str]) -> str:
+        device, run_name, quantity = match.groups()
+        placeholder = match.group(0)
+        _validate(case, device, run_name, quantity, placeholder)
+        source = self.documents.get(device)
+        if source is None:
+            return self._missing(case, placeholder, f"no results file {FIGURE_SOURCES[device]} is committed")
+        filename, document = source
+        run = _find_run(case, document, run_name)
+        if run is None:
+            return self._missing(case, placeholder, f"{filename} has no {run_name} run of this case")
+        value = _quantity(run, quantity)
+        if value is None:
+            return self._missing(case, placeholder, f"{filename}'s {run_name} run has no {quantity}")
+        return value
+
+    def _missing(self, case: Case, placeholder: str, why: str) -> str:
+        self.unmeasured.append(Unmeasured(case.slug, placeholder, why))
+        return NOT_MEASURED
+
+
+def _validate(case: Case, device: str, run_name: str, quantity: str, placeholder: str) -> None:
+    def fail(why: str) -> FigureError:
+        return FigureError(f"case {case.slug}: placeholder {placeholder}: {why}")
+
+    if device not in FIGURE_SOURCES:
+        raise fail(f"device must be one of {sorted(FIGURE_SOURCES)}")
+    if device not in case.devices:
+        raise fail(f"the case does not run on {device} (devices = {case.devices})")
+    stems = [fix.stem for fix in case.fixes]
+    if run_name not in ("leak", "fix", *stems):
+        raise fail(f"run must be leak, fix or a fix script's stem ({', '.join(stems)})")
+    head, _, rest = quantity.partition(".")
+    if quantity in ("verdict", "error", "failed_step"):
+        return
+    if head == "metric":
+        name, _, stat = rest.rpartition(".")
+        if not name or stat not in _STATS:
+            raise fail(f"a metric is metric.NAME.{'|'.join(_STATS)}")
+        scripts = [case.leak, *case.fixes]
+        if not any(f'"{name}"' in script.read_text() or f"'{name}'" in script.read_text() for script in scripts):
+            raise fail(f"no script of the case returns a metric {name!r}")
+        return
+    if head in RESOURCES and rest in (*_BYTES, "verdict"):
+        return
+    raise fail(f"unknown quantity {quantity!r}: RESOURCE.{'|'.join((*_BYTES, 'verdict'))} "
+               f"(RESOURCE one of {', '.join(RESOURCES)}), metric.NAME.STAT, verdict, error or failed_step")
+
+
+def _find_run(case: Case, document: dict[str, Any], run_name: str) -> dict[str, Any] | None:
+    for run in case_runs(document, case.slug):
+        if run_name == "leak" and run["role"] == "leak":
+            return run
+        if run["role"] == "fix":
+            script = run.get("script") or case.slug
+            if (run_name == "fix" and script == case.fixes[0].stem) or script == run_name:
+                return run
+    return None
+
+
+def _number(value: float) -> str:
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def _quantity(run: dict[str, Any], quantity: str) -> str | None:
+    if quantity == "verdict":
+        return run["verdict"]
+    if quantity == "error":
+        return one_line(run["error"]) if run.get("error") else None
+    if quantity == "failed_step":
+        return None if run.get("failed_step") is None else str(run["failed_step"])
+    head, _, rest = quantity.partition(".")
+    if head == "metric":
+        name, _, stat = rest.rpartition(".")
+        values = run.get("metrics", {}).get(name)
+        if not values:
+            return None
+        stats = {"first": values[0], "last": values[-1], "mean": sum(values) / len(values),
+                 "min": min(values), "max": max(values)}
+        return _number(stats[stat])
+    result = run.get("resources", {}).get(head)
+    if result is None:
+        return None
+    if rest == "verdict":
+        return result["verdict"]
+    return format_bytes(result[_BYTE_KEYS[rest]])
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    """A message fit for one line of Markdown (a table cell): a traceback becomes its first and
+    last lines (the wrapper's message and the error it wraps), ``|`` and backticks escaped."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    joined = lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1]}"
+    if len(joined) > limit:
+        joined = joined[: limit - 1] + "…"
+    return joined.replace("|", "\\|").replace("`", "'")
+
+
+def hand_typed(text: str) -> list[str]:
+    """Figures written by hand in ``text`` (placeholders removed first)."""
+    return [match.group(0) for match in HAND_TYPED.finditer(PLACEHOLDER.sub("", text))]
