@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leaklab.report import Report, report_from_json
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.resources import Resource
-from leaklab.report import Report, report_from_json
 from leaklab.runner import RunOptions, run_isolated, run_script
 from leaklab.verdict import VERDICTS, decide, format_bytes
 

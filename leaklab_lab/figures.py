@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from leaklab.measure import RESOURCES
+from leaklab.resources import NAMES as RESOURCES
 from leaklab.verdict import format_bytes
 from leaklab_lab.cases import Case
 from leaklab_lab.results import case_runs
