@@ -14,6 +14,24 @@ TENSOR_RESOURCES = {"cpu_tensors": "cpu", "device_allocated": "cuda"}
 DEVICE_RESOURCE = {device: resource for resource, device in TENSOR_RESOURCES.items()}
 
 
+# Where attribution does not yet name the leak first, measured (CPU, torch 2.14.1; H200, torch
+# 2.11.0). Strict: a case that starts passing must leave this list.
+_BACKWARD_FIRST = ("the last step's gradients from loss.backward() are named first (alive, not leaked); "
+                   "the holder comes second")
+_SAVED_TENSORS = "the site is the allocation a line above the mark; holders inside saved autograd tensors are not named"
+_MARK_BELOW = "the holder models[...] is named, but the # LEAK: mark sits on the line that makes its key"
+KNOWN_MISSES = {
+    ("tensor_logging", "cpu"): _BACKWARD_FIRST,
+    ("feature_list", "cpu"): _BACKWARD_FIRST,
+    ("ema_confidence_threshold", "cpu"): _SAVED_TENSORS,
+    ("ema_confidence_threshold", "cuda"): _SAVED_TENSORS,
+    ("validation_without_no_grad", "cpu"): _SAVED_TENSORS,
+    ("validation_without_no_grad", "cuda"): _SAVED_TENSORS,
+    ("model_rebuild", "cpu"): _MARK_BELOW,
+    ("model_rebuild", "cuda"): _MARK_BELOW,
+}
+
+
 def _params():
     for case in discover():
         if not case.meta.get("attribute"):
@@ -22,6 +40,8 @@ def _params():
             if case.expected(device, "leak").get(DEVICE_RESOURCE[device]) not in ("grows", "plateau"):
                 continue  # a host-heap leak or a retention: its report names the autograd history instead
             marks = [getattr(pytest.mark, name) for name in case.markers(device)]
+            if (case.slug, device) in KNOWN_MISSES:
+                marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[case.slug, device]))
             yield pytest.param(case, device, id=f"{case.slug}-{device}", marks=marks)
 
 

@@ -20,10 +20,8 @@ doc = json.load(open(path))
 doc["note"] = f"python3 -m pytest -m cuda --leaklab-results on the lent NVIDIA H200 (device tool), {when}"
 json.dump(doc, open(path, "w"), indent=1)
 PY
+timeout 240 python3 tools/edges.py cuda "$OUT/h200-edges.json" 2>&1 | tail -25
 timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
   --note "leaklab bench --device cuda on the lent NVIDIA H200 (device tool), $WHEN"
-# One report as a user sees it, and a second pass over the catalog compared with the first
-# (the same verdicts on every run).
+# One report as a user sees it.
 python3 -m leaklab check tests/data/user_steps.py:grows --device cuda --attribute --steps 10 --quiet > "$OUT/user-report-cuda.txt" 2>&1
-timeout 200 python3 -m leaklab run --device cuda --results /tmp/second-pass.json > /dev/null 2>&1
-python3 -m leaklab compare "$OUT/h200-torch$TORCH.json" /tmp/second-pass.json | tee "$OUT/second-pass-compare.txt"

@@ -234,3 +234,32 @@ def small_strings(device):
 
 def factory_fails(device):
     raise RuntimeError("no data here")
+
+
+def _resnet18(device, leak_bytes=0):
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batch = 64 if device.startswith("cuda") else 4
+    size = 224 if device.startswith("cuda") else 64
+    inputs = torch.randn(batch, 3, size, size, device=device)
+    targets = torch.randint(0, 1000, (batch,), device=device)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+        if leak_bytes:
+            kept.append(torch.zeros(leak_bytes // 4, device=device))
+
+    return step
+
+
+def resnet18(device):
+    return _resnet18(device)
+
+
+def resnet18_leak_512(device):
+    return _resnet18(device, 512)
