@@ -9,6 +9,7 @@ the controller merges them, writes the one file and prints the one table."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +192,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     part = getattr(node, "workeroutput", {}).get("leaklab_lab")
     state = node.config.stash.get(_STATE, None)
     if part and state is not None:
-        merge_part(state, node.config.stash.setdefault(REPORTS, []), part)
+        merge_part(state, node.config.stash.setdefault(REPORTS, []), json.loads(part))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -203,7 +204,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if is_worker(config):
         if path:
-            config.workeroutput["leaklab_lab"] = worker_part(state, loose)
+            # one JSON string: execnet carries only plain types (the torch version is a str subclass)
+            config.workeroutput["leaklab_lab"] = json.dumps(worker_part(state, loose))
         return
     if not path or not _has_results(state, config):
         return
