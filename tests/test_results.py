@@ -141,7 +141,8 @@ def test_a_slower_machine_is_not_a_step_time_change(tmp_path, capsys):
     # everything 3x slower: the leak's time against its fix's has not moved
     old = _document(_run("a", "leak", "grows", [0.02, 0.021, 0.019, 0.02, 0.022, 0.02], 8192.0),
                     _run("a", "fix", times=[0.01, 0.011, 0.0095, 0.01, 0.0105, 0.01]))
-    new = _document(*(dict(run, step_seconds=[3 * t for t in run["step_seconds"]]) for run in old["runs"].values()))
+    new = _document(*(dict(run, step_seconds=[3 * t for t in run["step_seconds"]],
+                           median_step_seconds=3 * run["median_step_seconds"]) for run in old["runs"].values()))
     code, out, _ = _compare(tmp_path, capsys, old, new)
     assert code == 0 and "step time" not in out
 
