@@ -37,6 +37,7 @@ class LabState:
     benchmarks: dict[str, Any] = field(default_factory=dict)  # timing summaries (empty_cache, overheads)
     skipped: dict[str, str] = field(default_factory=dict)  # run key (device/name) -> why it did not run here
     write_error: str | None = None  # the results file could not be written (the old one is unchanged)
+    lost_workers: list[str] = field(default_factory=list)  # xdist workers that died before handing their part
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -149,6 +150,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "leaklab: what each case did here")
         terminalreporter.write_line(format_table(rows))
     path = config.getoption("--leaklab-results")
+    for worker in state.lost_workers:
+        terminalreporter.write_line(f"leaklab: {worker} died before handing over its runs; they are not in {path}",
+                                    red=True)
     if state.write_error:
         terminalreporter.write_line(f"leaklab results NOT written to {path}: {state.write_error}", red=True)
     elif path and _has_results(state, config):
@@ -189,10 +193,14 @@ def merge_part(state: LabState, loose: list[Report], part: dict[str, Any]) -> No
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist: a worker finished; take its part."""
-    part = getattr(node, "workeroutput", {}).get("leaklab_lab")
+    part = (getattr(node, "workeroutput", None) or {}).get("leaklab_lab")
     state = node.config.stash.get(_STATE, None)
-    if part and state is not None:
+    if state is None or not node.config.getoption("--leaklab-results"):
+        return
+    if part:
         merge_part(state, node.config.stash.setdefault(REPORTS, []), json.loads(part))
+    else:  # the worker died: say so (compare will list its runs as missing)
+        state.lost_workers.append(getattr(getattr(node, "gateway", None), "id", "a worker"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -152,3 +152,14 @@ def test_a_results_write_cut_by_a_file_size_limit_keeps_the_old_file_and_fails_t
         in done.stdout
     assert done.returncode == 1
     assert previous.read_bytes() == before and os.listdir(tmp_path) == ["prev.json"]
+
+
+def test_a_worker_that_dies_is_named_not_silently_dropped(pytester, tmp_path, monkeypatch):
+    pytest.importorskip("xdist")
+    from leaklab_lab.cases import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_die="import os\n\ndef test_dies():\n    os._exit(1)\n")
+    result = pytester.runpytest_subprocess("-p", "leaklab_lab.plugin", "-p", "no:cacheprovider", "-n", "2",
+                                           f"--leaklab-results={tmp_path / 'r.json'}")
+    result.stdout.fnmatch_lines(["*leaklab: gw* died before handing over its runs; they are not in *r.json"])
