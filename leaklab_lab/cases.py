@@ -177,11 +177,18 @@ def get_case(slug: str, root: Path = ROOT) -> Case:
     return load_case(path)
 
 
+def run_name(case: Case, role: str, script: Path | None = None) -> str:
+    """A run's name (``slug:role``, ``slug:fix:<stem>`` for a second fix); results files key runs
+    by ``<device>/<name>``."""
+    script = script or case.scripts(role)[0]
+    return f"{case.slug}:{role}" + (f":{script.stem}" if script.stem != case.slug else "")
+
+
 def run_case(case: Case, role: str, device: str, script: Path | None = None, attribute: bool = False) -> Report:
     """Run one script of a case (the leak, or one of its fixes) under the check."""
     script = script or case.scripts(role)[0]
     options = case.options(device, attribute)
-    options.name = f"{case.slug}:{role}" + (f":{script.stem}" if script.stem != case.slug else "")
+    options.name = run_name(case, role, script)
     isolate = case.meta.get("isolate", False)
     if (isolate is True or script.stem in (isolate or ())) or case.meta.get("env"):
         env = {key: str(value) for key, value in case.meta.get("env", {}).items()}

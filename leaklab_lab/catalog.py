@@ -9,7 +9,6 @@ it is typed by hand, so it cannot drift from the code or the measurements: ``lea
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, format_bytes
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
-from leaklab_lab.results import case_runs
+from leaklab_lab.results import case_runs, load_results
 from leaklab_lab.seeds import claim_map
 
 CATALOG_PATH = ROOT / "CATALOG.md"
@@ -26,13 +25,9 @@ CURVES_DIR = ROOT / "docs" / "curves"
 
 
 def load_all_results(directory: Path = RESULTS_DIR) -> list[tuple[str, dict[str, Any]]]:
-    """Every committed results file, by name, in name order."""
-    found = []
-    for path in sorted(directory.glob("*.json")):
-        document = json.loads(path.read_text())
-        if "runs" in document:
-            found.append((path.name, document))
-    return found
+    """Every committed results file, by name, in name order; a malformed one is refused
+    (:class:`ResultsError`, naming it) rather than rendered half."""
+    return [(path.name, load_results(path)) for path in sorted(directory.glob("*.json"))]
 
 
 def _anchor(case: Case) -> str:

@@ -1,20 +1,53 @@
 """The lab's subcommands of ``leaklab``: ``run``, ``compare``, ``bench`` and ``catalog``.
 
 Exit codes: 0 all as expected / no regression; 1 a case did not behave as its catalog entry
-says / a regression; 2 bad input (one line on stderr).
+says / a regression; 2 bad input (one line on stderr): an unknown case, an output path that
+cannot be written (checked before anything runs), a results file that is malformed or from
+another format, a file that could not be written (the one there before is left unchanged).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from leaklab.cli import EXIT_GROWS, EXIT_OK
+from leaklab.files import UnwritablePath, atomic_write, check_writable, check_writable_dir
 from leaklab.measure import cuda_usable
 from leaklab.runner import BadInput
+
+
+def _tolerance(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {value!r}") from None
+    if not number >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return number
+
+
+def _check_outputs(files: dict[str, str | None] | None = None, folders: dict[str, str | None] | None = None) -> None:
+    """Every output path (by its option), checked before any work is done: exit 2 at once."""
+    checks = [(option, path, check_writable) for option, path in (files or {}).items()]
+    checks += [(option, path, check_writable_dir) for option, path in (folders or {}).items()]
+    for option, path, check in checks:
+        if path:
+            try:
+                check(path)
+            except UnwritablePath as exc:
+                raise BadInput(f"{option}: {exc}") from exc
+
+
+def _write(what: str, path: Any, writer: Any) -> None:
+    """Write a file, turning a failure half-way (disk full, a size limit) into one line."""
+    try:
+        writer()
+    except OSError as exc:
+        raise BadInput(f"could not write {what} to {path}: {exc.strerror or exc}; "
+                       "the file that was there is unchanged") from exc
 
 
 def register(commands: Any) -> None:
@@ -31,7 +64,8 @@ def register(commands: Any) -> None:
     compare = commands.add_parser("compare", help="compare two results files (e.g. before and after a torch upgrade)")
     compare.add_argument("old")
     compare.add_argument("new")
-    compare.add_argument("--tolerance", type=float, default=0.25, help="relative change in bytes/step to report")
+    compare.add_argument("--tolerance", type=_tolerance, default=0.25,
+                         help="relative change in bytes/step to report (0 or more; default 0.25)")
 
     bench = commands.add_parser("bench", help="measure the harness's own overheads (and empty_cache on a GPU)")
     bench.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
@@ -59,7 +93,16 @@ def _device(choice: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from leaklab_lab.cases import CaseError, case_row, discover, format_table, get_case, mismatches, run_case
+    from leaklab_lab.cases import (
+        CaseError,
+        case_row,
+        discover,
+        format_table,
+        get_case,
+        mismatches,
+        run_case,
+        run_name,
+    )
     from leaklab_lab.marks import unmet
     from leaklab_lab.results import entry, write_results
 
@@ -70,19 +113,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from exc
     if args.plot and len(cases) != 1:
         raise BadInput("--plot draws one case: name exactly one")
+    _check_outputs(files={"--results": args.results, "--plot": args.plot}, folders={"--plot-dir": args.plot_dir})
     rows, entries, failures = [], [], 0
+    skipped_runs: dict[str, str] = {}  # run key -> why it did not run here, for compare
 
     def skipped(case: Any, why: str) -> dict[str, str]:
+        for role in ("leak", "fix"):
+            for script in case.scripts(role):
+                skipped_runs[f"{device}/{run_name(case, role, script)}"] = why
         row = dict.fromkeys(("case", "device", "leak", "fix", "resource", "per step", "line"), "-")
-        return {**row, "case": case.slug, "seed claim": case.meta["claim_status"], "as catalogued": why}
+        return {**row, "case": case.slug, "seed claim": case.meta["claim_status"], "as catalogued": f"skipped: {why}"}
 
     for case in cases:
         if device not in case.devices:
-            rows.append(skipped(case, f"skipped: no {device} form"))
+            rows.append(skipped(case, f"no {device} form (devices = {case.devices})"))
             continue
         reason = unmet(case.markers(device))
         if reason:
-            rows.append(skipped(case, f"skipped: {reason}"))
+            rows.append(skipped(case, reason))
             continue
         print(f"running {case.slug} on {device} ...", file=sys.stderr, flush=True)
         try:
@@ -106,32 +154,35 @@ def cmd_run(args: argparse.Namespace) -> int:
         if plot_path:
             from leaklab_lab.plot import plot_case
 
-            plot_case(case, reports["leak"][0].to_json(), [r.to_json() for r in reports["fix"]], plot_path)
+            leak_json, fixes_json = reports["leak"][0].to_json(), [r.to_json() for r in reports["fix"]]
+            _write("curves", plot_path, lambda: plot_case(case, leak_json, fixes_json, plot_path))  # noqa: B023
             print(f"curves written to {plot_path}", file=sys.stderr)
     print(format_table(rows))
     if args.results:
-        write_results(args.results, entries, device, note=args.note)
+        _write("results", args.results, lambda: write_results(args.results, entries, device, note=args.note,
+                                                               skipped=skipped_runs))
         print(f"results written to {args.results}", file=sys.stderr)
     return EXIT_GROWS if failures else EXIT_OK
 
 
 # --------------------------------------------------------------------------- compare / catalog
 def cmd_compare(args: argparse.Namespace) -> int:
-    from leaklab_lab.results import compare, format_changes, load_results
+    from leaklab_lab.results import ResultsError, compare, format_changes, load_results
 
     try:
-        old, new = load_results(args.old), load_results(args.new)
-    except (FileNotFoundError, ValueError, json.JSONDecodeError) as exc:
+        old, new = load_results(args.old, need_runs=True), load_results(args.new, need_runs=True)
+    except ResultsError as exc:
         raise BadInput(str(exc)) from exc
     changes = compare(old, new, tolerance=args.tolerance)
     print(f"old: torch {old['environment']['torch']} on {old['environment']['device_name']}")
     print(f"new: torch {new['environment']['torch']} on {new['environment']['device_name']}")
     print(format_changes(changes))
-    regressions = [c for c in changes if c.regression]
-    if regressions:
-        print(f"{len(regressions)} regression(s): a fix started leaking or a leak stopped reproducing")
-        return EXIT_GROWS
-    return EXIT_OK
+    failing = [c for c in changes if c.regression]
+    missing = sum(c.what == "run missing" for c in failing)
+    skipped = sum(c.what == "skipped" for c in changes)
+    print(f"compare: {len(set(old['runs']) & set(new['runs']))} runs in both, {len(failing) - missing} regression(s), "
+          f"{missing} missing without a reason, {skipped} skipped with one")
+    return EXIT_GROWS if failing else EXIT_OK
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -139,6 +190,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from leaklab_lab.results import write_results
 
     device = _device(args.device)
+    _check_outputs(files={"--results": args.results})
     measurements = {f"probe_overhead_{device}": lambda: timing.probe_overhead(device)}
     if device == "cuda":
         measurements["history_overhead_cuda"] = timing.history_overhead
@@ -153,20 +205,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     costs = timing.probe_costs(device)
     print("one reading of each resource:", ", ".join(f"{k} {v['median_us']:.0f} µs" for k, v in costs.items()))
     if args.results:
-        write_results(args.results, [], device, note=args.note, benchmarks={**figures, "probe_costs": costs})
+        _write("results", args.results,
+               lambda: write_results(args.results, [], device, note=args.note, benchmarks={**figures, "probe_costs": costs}))
         print(f"results written to {args.results}", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from leaklab_lab.catalog import CATALOG_PATH, render
+    from leaklab_lab.catalog import CATALOG_PATH, CURVES_DIR, render
     from leaklab_lab.figures import FigureError
+    from leaklab_lab.results import ResultsError
     from leaklab_lab.seeds import SeedClaimError
 
     output = Path(args.output) if args.output else CATALOG_PATH
+    if not args.check:
+        _check_outputs(files={"--output": str(output)}, folders={"--curves": str(CURVES_DIR) if args.curves else None})
     try:
         text = render(strict=args.strict)
-    except (FigureError, SeedClaimError) as exc:
+    except (FigureError, SeedClaimError, ResultsError) as exc:
         raise BadInput(str(exc)) from exc
     if args.check:
         if not output.is_file() or output.read_text() != text:
@@ -176,14 +232,16 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.curves:
         from leaklab_lab.cases import discover
-        from leaklab_lab.catalog import CURVES_DIR, load_all_results
+        from leaklab_lab.catalog import load_all_results
         from leaklab_lab.plot import plot_results
 
         for _, document in load_all_results():
-            for path in plot_results(discover(), document, CURVES_DIR):
+            drawn: list[Path] = []
+            _write("curves", CURVES_DIR, lambda: drawn.extend(plot_results(discover(), document, CURVES_DIR)))  # noqa: B023
+            for path in drawn:
                 print(f"drew {path}")
         text = render(strict=args.strict)  # the entries link the curves that now exist
-    output.write_text(text)
+    _write("the catalog", output, lambda: atomic_write(output, text))
     print(f"wrote {output}")
     return EXIT_OK
 

@@ -6,9 +6,11 @@ catalog's pictures can be redrawn from the committed measurements without runnin
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from leaklab.files import atomic_write, check_writable
 from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.runner import BadInput
 from leaklab_lab.cases import Case
@@ -72,9 +74,11 @@ def plot_case(case: Case, leak: dict[str, Any], fixes: list[dict[str, Any]], pat
         if kind == "resource":
             axis.annotate(RESOURCES[name].description if name in RESOURCES else "", (0.0, -0.36), xycoords="axes fraction", fontsize=6, color="gray")
     figure.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100, metadata={"Software": None})
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=100, metadata={"Software": None})
     plt.close(figure)
+    check_writable(path)
+    atomic_write(path, image.getvalue())  # a failed write leaves the previous picture whole
 
 
 def plot_results(cases: list[Case], document: dict[str, Any], directory: Path) -> list[Path]:

@@ -1,9 +1,15 @@
 """The lab's pytest plugin (loaded by this repository's conftest.py, never by an install): the
 suite's ``cuda``/``multi_gpu``/``needs_ipython`` markers, the ``lab`` fixture that runs the
-catalog's cases once per session, the results file and the closing table."""
+catalog's cases once per session, the results file and the closing table.
+
+``--leaklab-results`` is checked when pytest starts (a path that cannot be written is a usage
+error: nothing runs) and written atomically at the end. Under pytest-xdist (``-n N``) each
+worker hands its part (every report, skip and benchmark) to the controller when it finishes;
+the controller merges them, writes the one file and prints the one table."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,10 +18,11 @@ from typing import Any
 import pytest
 import torch
 
+from leaklab.files import UnwritablePath, check_writable
 from leaklab.plugin import REPORTS, show
-from leaklab.report import Report
+from leaklab.report import Report, report_from_json
 from leaklab_lab import marks
-from leaklab_lab.cases import Case, case_row, format_table, mismatches, run_case
+from leaklab_lab.cases import Case, case_row, format_table, load_case, mismatches, run_case, run_name
 from leaklab_lab.results import entry, environment, write_results
 
 _STATE = pytest.StashKey["LabState"]()
@@ -28,6 +35,9 @@ class LabState:
     reports: dict[tuple[str, str, str, str], Report] = field(default_factory=dict)  # (slug, role, device, script)
     cases: dict[str, Case] = field(default_factory=dict)
     benchmarks: dict[str, Any] = field(default_factory=dict)  # timing summaries (empty_cache, overheads)
+    skipped: dict[str, str] = field(default_factory=dict)  # run key (device/name) -> why it did not run here
+    write_error: str | None = None  # the results file could not be written (the old one is unchanged)
+    lost_workers: list[str] = field(default_factory=list)  # xdist workers that died before handing their part
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,15 +48,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="attribute every case's leak to a source line (slower)")
 
 
+def is_worker(config: pytest.Config) -> bool:
+    """This process is a pytest-xdist worker (the controller writes the file and the table)."""
+    return hasattr(config, "workerinput")
+
+
+def worker_device(config: pytest.Config, device: str) -> str:
+    """The one place that chooses the device a run of ``device`` uses in this pytest process.
+    Today every process (controller or xdist worker ``gwN``) uses the session's device as asked.
+    With several GPUs this is where worker N will take ``cuda:N`` (one worker per GPU)."""
+    return device
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for line in marks.MARKERS.values():
         config.addinivalue_line("markers", line)
     config.stash[_STATE] = LabState()
+    path = config.getoption("--leaklab-results")
+    if path and not is_worker(config):
+        try:
+            check_writable(path)
+        except UnwritablePath as exc:  # now, not after the whole run
+            raise pytest.UsageError(f"--leaklab-results: {exc}") from None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     reason = marks.skip_reason(item)
     if reason:
+        params = getattr(item, "callspec", None)
+        params = params.params if params else {}
+        case = params.get("case")
+        if isinstance(case, Case) and params.get("role") and params.get("device"):
+            # a case run skipped for a stated reason: the results file says so, and compare accepts it
+            key = f"{params['device']}/{run_name(case, params['role'], params.get('script'))}"
+            item.config.stash[_STATE].skipped[key] = reason
         pytest.skip(reason)
 
 
@@ -55,6 +90,7 @@ class LabCheck:
 
     def __init__(self, item: pytest.Item, state: LabState, attribute: bool) -> None:
         self._item = item
+        self._config = item.config
         self._state = state
         self._attribute = attribute
 
@@ -64,7 +100,8 @@ class LabCheck:
         key = (case.slug, role, device, script.stem)
         if key not in self._state.reports:
             attribute = self._attribute or (role == "leak" and case.meta.get("attribute", False))
-            self._state.reports[key] = run_case(case, role, device, script, attribute=attribute)
+            self._state.reports[key] = run_case(case, role, worker_device(self._config, device), script,
+                                                attribute=attribute)
             self._state.cases[case.slug] = case
         return self._state.reports[key]
 
@@ -106,29 +143,91 @@ def lab_rows(state: LabState) -> list[dict[str, str]]:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is None:
+    if state is None or is_worker(config):
         return
     rows = lab_rows(state)
     if rows:
         terminalreporter.write_sep("=", "leaklab: what each case did here")
         terminalreporter.write_line(format_table(rows))
     path = config.getoption("--leaklab-results")
-    if path and (state.reports or config.stash.get(REPORTS, []) or state.benchmarks):
+    for worker in state.lost_workers:
+        terminalreporter.write_line(f"leaklab: {worker} died before handing over its runs; they are not in {path}",
+                                    red=True)
+    if state.write_error:
+        terminalreporter.write_line(f"leaklab results NOT written to {path}: {state.write_error}", red=True)
+    elif path and _has_results(state, config):
         terminalreporter.write_line(f"leaklab results written to {path}")
 
 
+def _has_results(state: LabState, config: pytest.Config) -> bool:
+    return bool(state.reports or config.stash.get(REPORTS, []) or state.benchmarks or state.skipped)
+
+
+# --------------------------------------------------------------------------- xdist
+def worker_part(state: LabState, loose: list[Report]) -> dict[str, Any]:
+    """What a worker hands the controller: its reports (whole, so the controller's table and file
+    are the ones a serial run makes), skips and benchmarks; plain JSON for execnet."""
+    return {
+        "reports": [[slug, role, device, script, str(state.cases[slug].toml), report.to_json()]
+                    for (slug, role, device, script), report in state.reports.items()],
+        "loose": [report.to_json() for report in loose],
+        "skipped": state.skipped,
+        "benchmarks": state.benchmarks,
+    }
+
+
+def merge_part(state: LabState, loose: list[Report], part: dict[str, Any]) -> None:
+    """Fold one worker's part into the controller's state (a run two workers both made, such as a
+    leak run that its fix's test also needs, is kept once)."""
+    for slug, role, device, script, toml, data in part["reports"]:
+        key = (slug, role, device, script)
+        if key not in state.reports:
+            state.reports[key] = report_from_json(data)
+            state.cases.setdefault(slug, load_case(Path(toml)))
+    known = {(r.device, r.name) for r in loose}
+    loose.extend(report for report in map(report_from_json, part["loose"]) if (report.device, report.name) not in known)
+    state.skipped.update(part["skipped"])
+    state.benchmarks.update(part["benchmarks"])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: a worker finished; take its part."""
+    part = (getattr(node, "workeroutput", None) or {}).get("leaklab_lab")
+    state = node.config.stash.get(_STATE, None)
+    if state is None or not node.config.getoption("--leaklab-results"):
+        return
+    if part:
+        merge_part(state, node.config.stash.setdefault(REPORTS, []), json.loads(part))
+    else:  # the worker died: say so (compare will list its runs as missing)
+        state.lost_workers.append(getattr(getattr(node, "gateway", None), "id", "a worker"))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    state = session.config.stash.get(_STATE, None)
-    path = session.config.getoption("--leaklab-results")
-    loose = session.config.stash.get(REPORTS, [])
-    if state is None or not path or not (state.reports or loose or state.benchmarks):
+    config = session.config
+    state = config.stash.get(_STATE, None)
+    path = config.getoption("--leaklab-results")
+    loose = config.stash.get(REPORTS, [])
+    if state is None:
+        return
+    if is_worker(config):
+        if path:
+            # one JSON string: execnet carries only plain types (the torch version is a str subclass)
+            config.workeroutput["leaklab_lab"] = json.dumps(worker_part(state, loose))
+        return
+    if not path or not _has_results(state, config):
         return
     entries = [entry(report, case=slug, role=role, script=script)
                for (slug, role, _device, script), report in state.reports.items()]
     entries += [entry(report) for report in loose]
     devices = {e["device"] for e in entries}
-    write_results(path, entries, "cuda" if "cuda" in devices or state.benchmarks else "cpu",
-                  note="written by pytest --leaklab-results", benchmarks=state.benchmarks)
+    try:
+        write_results(path, entries, "cuda" if "cuda" in devices or state.benchmarks else "cpu",
+                      note="written by pytest --leaklab-results", benchmarks=state.benchmarks, skipped=state.skipped)
+    except (OSError, UnwritablePath) as exc:  # disk full, a size limit: the old file stays whole
+        state.write_error = f"{getattr(exc, 'strerror', None) or exc}; the file that was there is unchanged"
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,5 +1,7 @@
 """The pytest plugin as a user meets it: one-line failures, the curve in the report, skips."""
 
+import json
+import os
 from importlib.metadata import entry_points
 
 import pytest
@@ -62,11 +64,10 @@ def test_results_file_from_pytest(pytester, tmp_path):
     result = pytester.runpytest_inprocess(*PLUGIN_ARGS, "-p", "leaklab_lab.plugin", "-p", "no:cacheprovider",
                                           "-k", "passes", f"--leaklab-results={out}")
     result.assert_outcomes(passed=2, deselected=3)
-    import json
-
     runs = json.loads(out.read_text())["runs"]
     assert runs["cpu/test_growth_passes_grows"]["verdict"] == "grows"
     assert runs["cpu/test_bounded_passes"]["verdict"] == "bounded"
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # written whole, no temporary file left
 
 
 @pytest.mark.cuda
@@ -74,3 +75,91 @@ def test_cuda_marker_runs_here_only_with_a_gpu():
     import torch
 
     assert torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------- the lab's results file
+LAB_TESTS = '''
+import pytest
+from pathlib import Path
+from leaklab_lab.cases import load_case
+
+CASE = load_case(Path({root!r}) / "cases" / "loss_accumulation.toml")
+
+@pytest.mark.parametrize(("case", "device", "role", "script"), [
+    (CASE, "cpu", "leak", CASE.leak),
+    (CASE, "cpu", "fix", CASE.fixes[0]),
+    pytest.param(CASE, "cuda", "leak", CASE.leak, marks=pytest.mark.cuda),
+])
+def test_case(case, device, role, script, lab):
+    lab.expect(lab.case_report(case, role, device, script), case.expected(device, role))
+'''
+
+
+def test_an_unwritable_results_path_is_a_usage_error_before_anything_runs(pytester, tmp_path):
+    pytester.makepyfile(test_user=USER_TESTS)
+    result = pytester.runpytest_inprocess(*PLUGIN_ARGS, "-p", "leaklab_lab.plugin", "-p", "no:cacheprovider",
+                                          f"--leaklab-results={tmp_path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --leaklab-results: {tmp_path} is a folder, not a file"])
+    assert "passed" not in result.stdout.str() and "leaklab test_" not in result.stdout.str()
+
+
+def test_xdist_workers_parts_make_one_results_file_and_one_table(pytester, tmp_path, monkeypatch):
+    pytest.importorskip("xdist")
+    from leaklab_lab.cases import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import this checkout's leaklab_lab
+    pytester.makepyfile(test_user=USER_TESTS, test_lab=LAB_TESTS.format(root=str(ROOT)))
+    out = tmp_path / "results.json"
+    result = pytester.runpytest_subprocess("-p", "leaklab_lab.plugin", "-p", "no:cacheprovider", "-n", "2",
+                                           "-k", "passes or test_case", f"--leaklab-results={out}")
+    import torch
+
+    skipped = 0 if torch.cuda.is_available() else 1
+    result.assert_outcomes(passed=4 + 1 - skipped, skipped=skipped)
+    document = json.loads(out.read_text())
+    assert set(document["runs"]) >= {"cpu/test_growth_passes_grows", "cpu/test_bounded_passes",
+                                      "cpu/loss_accumulation:leak", "cpu/loss_accumulation:fix"}
+    assert document["runs"]["cpu/loss_accumulation:leak"]["verdict"] == "grows"
+    if skipped:
+        assert "needs a CUDA device" in document["skipped"]["cuda/loss_accumulation:leak"]
+    text = result.stdout.str()
+    assert text.count("leaklab: what each case did here") == 1
+    result.stdout.fnmatch_lines(["loss_accumulation*cpu*grows*bounded*"])
+
+
+def test_a_results_write_cut_by_a_file_size_limit_keeps_the_old_file_and_fails_the_session(pytester, tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    from leaklab_lab.cases import ROOT
+
+    pytester.makepyfile(test_user=USER_TESTS)
+    previous = tmp_path / "prev.json"
+    previous.write_text(json.dumps({"format": 1, "note": "last week's", "runs": {}}) + " " * 8000)
+    before = previous.read_bytes()
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    done = subprocess.run([sys.executable, "-m", "pytest", *PLUGIN_ARGS, "-p", "leaklab_lab.plugin", "-p",
+                           "no:cacheprovider", "-k", "passes", f"--leaklab-results={previous}"],
+                          cwd=pytester.path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, preexec_fn=limit, timeout=300)
+    assert "2 passed" in done.stdout, done.stdout + done.stderr
+    assert f"leaklab results NOT written to {previous}: File too large; the file that was there is unchanged" \
+        in done.stdout
+    assert done.returncode == 1
+    assert previous.read_bytes() == before and os.listdir(tmp_path) == ["prev.json"]
+
+
+def test_a_worker_that_dies_is_named_not_silently_dropped(pytester, tmp_path, monkeypatch):
+    pytest.importorskip("xdist")
+    from leaklab_lab.cases import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_die="import os\n\ndef test_dies():\n    os._exit(1)\n")
+    result = pytester.runpytest_subprocess("-p", "leaklab_lab.plugin", "-p", "no:cacheprovider", "-n", "2",
+                                           f"--leaklab-results={tmp_path / 'r.json'}")
+    result.stdout.fnmatch_lines(["*leaklab: gw* died before handing over its runs; they are not in *r.json"])

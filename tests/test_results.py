@@ -51,19 +51,167 @@ def test_a_fix_edited_to_leak_is_a_regression_against_the_committed_results(tmp_
     assert "cpu/loss_accumulation:fix" in out and "bounded" in out and "grows" in out and "YES" in out
 
 
+def _verdict_of_fix_set_to(path: Path, verdict: str, tmp_path: Path) -> Path:
+    document = json.loads(path.read_text())
+    document["runs"]["cpu/loss_accumulation:fix"]["verdict"] = verdict
+    planted = tmp_path / f"planted-{verdict}.json"
+    planted.write_text(json.dumps(document))
+    return planted
+
+
 def test_two_identical_runs_compare_clean(tmp_path, capsys):
     root = _copy_case(tmp_path)
     first = _results_for(root, tmp_path, "first.json")
     second = _results_for(root, tmp_path, "second.json")
     assert main(["compare", str(first), str(second)]) == 0
-    assert "regression" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "YES" not in out
+    assert out.splitlines()[-1].startswith("compare: 2 runs in both, 0 regression(s), 0 missing")
+    # the same two files still fail the compare once a regression is planted in the second
+    assert main(["compare", str(first), str(_verdict_of_fix_set_to(second, "grows", tmp_path))]) == 1
+    out = capsys.readouterr().out
+    assert "cpu/loss_accumulation:fix" in out and "YES" in out and "1 regression(s)" in out
 
 
-def test_compare_rejects_a_file_that_is_not_results(tmp_path, capsys):
-    bogus = tmp_path / "bogus.json"
-    bogus.write_text("{}")
-    assert main(["compare", str(bogus), str(bogus)]) == 2
-    assert "not a leaklab results file" in capsys.readouterr().err
+# --------------------------------------------------------------------------- compare, on made-up files
+def _run(case: str, role: str, verdict: str = "bounded", times: list[float] | None = None,
+         per_step: float = 0.0) -> dict:
+    times = times or [0.010] * 8
+    name = f"{case}:{role}"
+    return {"name": name, "case": case, "role": role, "script": case, "device": "cpu", "verdict": verdict,
+            "resource": "cpu_tensors", "per_step_bytes": per_step, "median_step_seconds": sorted(times)[len(times) // 2],
+            "step_seconds": times, "error": None,
+            "resources": {"cpu_tensors": {"verdict": verdict, "per_step_bytes": per_step, "floor_bytes": 1024.0}}}
+
+
+def _document(*runs: dict, skipped: dict | None = None) -> dict:
+    return {"format": 1, "created": "2026-01-01T00:00:00+00:00", "command": "", "note": "made up",
+            "environment": {"torch": "2.14.1", "device": "cpu", "device_name": "CPU", "python": "3.11"},
+            "runs": {f"cpu/{run['name']}": run for run in runs}, "skipped": skipped or {}, "benchmarks": {}}
+
+
+def _compare(tmp_path, capsys, old: dict, new: dict, *extra: str) -> tuple[int, str, str]:
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    try:
+        code = main(["compare", str(tmp_path / "old.json"), str(tmp_path / "new.json"), *extra])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+PAIR = (_run("a", "leak", "grows", per_step=8192.0), _run("a", "fix"))
+
+
+@pytest.mark.parametrize(("old", "new", "code"), [
+    (("grows", "bounded"), ("grows", "bounded"), 0),
+    (("grows", "bounded"), ("grows", "grows"), 1),     # the fix started leaking
+    (("grows", "bounded"), ("grows", "plateau"), 1),
+    (("grows", "bounded"), ("bounded", "bounded"), 1),  # the leak stopped reproducing
+    (("grows", "bounded"), ("raises", "bounded"), 1),   # started raising
+    (("raises", "bounded"), ("grows", "bounded"), 1),   # stopped raising
+    (("grows", "bounded"), ("plateau", "bounded"), 0),  # still leaks: reported, not a regression
+])
+def test_verdict_changes_decide_the_exit_code(tmp_path, capsys, old, new, code):
+    def document(leak, fix):
+        return _document(_run("a", "leak", leak, per_step=8192.0), _run("a", "fix", fix))
+
+    assert _compare(tmp_path, capsys, document(*old), document(*new))[0] == code
+
+
+def test_bytes_per_step_change_is_reported_not_failed(tmp_path, capsys):
+    new = _document(_run("a", "leak", "grows", per_step=3 * 8192.0), _run("a", "fix"))
+    code, out, _ = _compare(tmp_path, capsys, _document(*PAIR), new)
+    assert code == 0 and "cpu_tensors bytes/step" in out and "8.0 KiB" in out and "24.0 KiB" in out
+
+
+def test_a_missing_run_fails_unless_skipped_for_a_stated_reason(tmp_path, capsys):
+    code, out, _ = _compare(tmp_path, capsys, _document(*PAIR), _document(PAIR[0]))
+    assert code == 1
+    assert "cpu/a:fix" in out and "missing" in out and "YES" in out
+    assert out.splitlines()[-1].endswith("0 regression(s), 1 missing without a reason, 0 skipped with one")
+    reason = "needs IPython, which is not installed here"
+    code, out, _ = _compare(tmp_path, capsys, _document(*PAIR), _document(PAIR[0], skipped={"cpu/a:fix": reason}))
+    assert code == 0
+    assert f"skipped: {reason}" in out and "YES" not in out
+
+
+def test_a_slower_machine_is_not_a_step_time_change(tmp_path, capsys):
+    # everything 3x slower: the leak's time against its fix's has not moved
+    old = _document(_run("a", "leak", "grows", [0.02, 0.021, 0.019, 0.02, 0.022, 0.02], 8192.0),
+                    _run("a", "fix", times=[0.01, 0.011, 0.0095, 0.01, 0.0105, 0.01]))
+    new = _document(*(dict(run, step_seconds=[3 * t for t in run["step_seconds"]],
+                           median_step_seconds=3 * run["median_step_seconds"]) for run in old["runs"].values()))
+    code, out, _ = _compare(tmp_path, capsys, old, new)
+    assert code == 0 and "step time" not in out
+
+
+def test_a_step_time_that_moved_beyond_its_spread_is_reported_and_never_fails(tmp_path, capsys):
+    fix_times = [0.01, 0.011, 0.0095, 0.01, 0.0105, 0.01]
+    old = _document(_run("a", "leak", "grows", [2 * t for t in fix_times], 8192.0), _run("a", "fix", times=fix_times))
+    new = _document(_run("a", "leak", "grows", [6 * t for t in fix_times], 8192.0), _run("a", "fix", times=fix_times))
+    code, out, _ = _compare(tmp_path, capsys, old, new)
+    assert code == 0
+    assert "cpu/a:leak" in out and "step time / fix's" in out and "2.00x" in out and "6.00x" in out
+    # the same move inside a wide spread (a loaded machine) is not reported
+    noisy = [0.01, 0.05, 0.002, 0.04, 0.003, 0.03]
+    old = _document(_run("a", "leak", "grows", [2 * t for t in noisy], 8192.0), _run("a", "fix", times=noisy))
+    new = _document(_run("a", "leak", "grows", [3 * t for t in noisy], 8192.0), _run("a", "fix", times=noisy))
+    assert "step time" not in _compare(tmp_path, capsys, old, new)[1]
+
+
+def test_tolerance_must_not_be_negative(tmp_path, capsys):
+    code, _, err = _compare(tmp_path, capsys, _document(*PAIR), _document(*PAIR), "--tolerance", "-1")
+    assert code == 2 and "--tolerance: must be 0 or more, not -1" in err and len(err.strip().splitlines()) == 1
+
+
+def _malformed() -> list:
+    good = _document(*PAIR)
+
+    def edited(edit):
+        document = json.loads(json.dumps(good))
+        edit(document)
+        return json.dumps(document)
+
+    def drop_verdict(d):
+        del d["runs"]["cpu/a:fix"]["verdict"]
+
+    def set_run(key, value):
+        return lambda d: d["runs"].__setitem__(key, value)
+
+    return [
+        pytest.param("", "is empty", id="empty"),
+        pytest.param(json.dumps(good)[:200], "is not valid JSON", id="truncated"),
+        pytest.param("runs: yes", "is not valid JSON", id="not-json"),
+        pytest.param("[1, 2]", "holds a list", id="a-list"),
+        pytest.param("{}", "has no 'format'", id="empty-object"),
+        pytest.param(edited(lambda d: d.__setitem__("format", 0)), "is results format 0; this leaklab reads format 1",
+                     id="older-format"),
+        pytest.param(edited(lambda d: d.pop("environment")), "has no 'environment'", id="no-environment"),
+        pytest.param(edited(drop_verdict), "run 'cpu/a:fix' has no 'verdict'", id="run-without-verdict"),
+        pytest.param(edited(set_run("cpu/a:fix", None)), "run 'cpu/a:fix' is null", id="null-run"),
+        pytest.param(edited(lambda d: d["runs"]["cpu/a:fix"].__setitem__("per_step_bytes", "8 KiB")),
+                     "per_step_bytes is a string, expected a number", id="wrong-type"),
+        pytest.param(edited(lambda d: d["runs"]["cpu/a:fix"].__setitem__("resources", [])),
+                     "resources is a list", id="resources-a-list"),
+        pytest.param(edited(lambda d: d.__setitem__("runs", [])), "'runs' is a list", id="runs-a-list"),
+        pytest.param(edited(lambda d: d.__setitem__("runs", {})), "has no runs to compare", id="no-runs"),
+    ]
+
+
+@pytest.mark.parametrize(("text", "message"), _malformed())
+@pytest.mark.parametrize("side", ["old", "new"])
+def test_a_malformed_results_file_is_refused_with_one_line_naming_it(tmp_path, capsys, text, message, side):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_document(*PAIR)))
+    bad.write_text(text)
+    args = [str(bad), str(good)] if side == "old" else [str(good), str(bad)]
+    code = main(["compare", *args])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert err.startswith(f"leaklab: {bad}") and message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 @pytest.mark.parametrize("path", CPU_RESULTS + sorted((ROOT / "results").glob("h200-*.json")), ids=lambda p: p.name)

@@ -10,10 +10,11 @@ python3 -m pytest -q -p no:cacheprovider --leaklab-results "$OUT" --benchmark-js
   --deselect tests/test_catalog.py::test_catalog_is_not_stale || true
 echo "cpu suite wall time: ${SECONDS}s"
 python3 - "$OUT" <<'PY'
-import json, sys, datetime
+import datetime, json, sys
+from leaklab.files import atomic_write
 path = sys.argv[1]
 doc = json.load(open(path))
 when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 doc["note"] = f"python3 -m pytest --leaklab-results on the 2-core CI machine (no GPU), {when}"
-json.dump(doc, open(path, "w"), indent=1)
+atomic_write(path, json.dumps(doc, indent=1))  # the file stays whole if this fails
 PY

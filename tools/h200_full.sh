@@ -15,10 +15,11 @@ timeout 400 python3 -m pytest -m cuda -p no:cacheprovider -q -rs --timeout 120 "
 echo "cuda suite wall time: ${SECONDS}s"
 python3 - "$OUT/h200-torch$TORCH.json" "$WHEN" <<'PY'
 import json, sys
+from leaklab.files import atomic_write
 path, when = sys.argv[1], sys.argv[2]
 doc = json.load(open(path))
 doc["note"] = f"python3 -m pytest -m cuda --leaklab-results on the lent NVIDIA H200 (device tool), {when}"
-json.dump(doc, open(path, "w"), indent=1)
+atomic_write(path, json.dumps(doc, indent=1))  # the file stays whole if this fails
 PY
 timeout 240 python3 tools/edges.py cuda "$OUT/h200-edges.json" 2>&1 | tail -25
 timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
