@@ -52,6 +52,7 @@ class Resource:
     release_tolerance: int | None     # may stay behind after the step is dropped (None: not checked)
     rank: int                         # headline order: lower is more specific
     holds_tensors: bool = False       # tensor storages live here (attribution can name a line)
+    cache: bool = False               # a cache: a jump that stays is a cache filling, not a lazy initialisation
     unit: str = "B"
     judged: bool = True               # False: shown, never part of the verdict (a peak)
     optional: bool = False            # watched only when asked for (costly, or CPU tensors on CUDA)
@@ -136,7 +137,7 @@ CPU_TENSORS = Resource(
 PINNED_HOST = Resource(
     "pinned_host", "pinned host memory held by PyTorch's host caching allocator",
     "torch.cuda.host_memory_stats()", ("cuda",), _pinned_host,
-    exact=True, quantum=1, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=2)
+    exact=True, quantum=1, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=2, cache=True)
 SHARED_MEMORY = Resource(
     "shared_memory", "shared-memory files (/dev/shm) held open by this process and its children, e.g. "
     "batches in flight from DataLoader workers",
@@ -161,7 +162,7 @@ DEVICE_RESERVED = Resource(
     "the CUDA caching allocator's reserved bytes (same stats read)", ("cuda",), _device_reserved,
     # No budget: reserved memory is a cache that one resnet18 step at batch 64 fills past 2 GiB on
     # the H200 (measured); a leak of tensors is stopped by device_allocated's budget.
-    exact=False, quantum=2 * MiB, floor=0, plateau_min=2 * MiB, budget=None, release_tolerance=None, rank=7)
+    exact=False, quantum=2 * MiB, floor=0, plateau_min=2 * MiB, budget=None, release_tolerance=None, rank=7, cache=True)
 # Watched only when asked for: with torch's ops running under a Python dispatch mode (how
 # cpu_tensors counts), torch itself keeps a few more small objects on each of the first hundreds
 # of steps (measured: ~2-4 blocks/step in a plain training step), which would read as a slow leak;
@@ -181,7 +182,10 @@ HOST_HEAP = Resource(
 DEVICE_PEAK = Resource(
     "device_peak", "the most device memory live tensors held at any moment of the step (reset every step)",
     "the CUDA caching allocator's peak allocated bytes, reset after each reading", ("cuda",), _device_peak,
-    exact=True, quantum=512, floor=0, plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False)
+    exact=True, quantum=512, floor=0, plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False,
+    # Opt-in: resetting the peak after every reading changes what the step's own
+    # torch.cuda.max_memory_allocated() returns (fragmentation's reserved/peak metric did).
+    optional=True)
 
 ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, CHILDREN,
                              OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK)

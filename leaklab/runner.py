@@ -327,7 +327,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 done = _measure(step, probe, series, options, options.steps, budget, built, limit, report, done)
                 if report.stopped_by_budget or restarts >= RESTARTS:
                     break
-                jumps = [r.name for r in watched if r.judged and one_jump(series.series(r.name), r) is not None]
+                jumps = [r.name for r in watched if r.judged and not r.cache and one_jump(series.series(r.name), r) is not None]
                 if not jumps:
                     break
                 restarts += 1
@@ -345,8 +345,8 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 if not report.stopped_by_budget:
                     trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
                               if name in first else trend for name, trend in trends.items()}
-                    report.uncertain = [name for name, trend in first.items()
-                                        if name in trends and trends[name].verdict != trend.verdict]
+                    report.uncertain = [name for name, trend in first.items() if known.get(name).judged
+                                        and name in trends and trends[name].verdict != trend.verdict]
                 report.confirmed_steps = options.confirm_steps
             if counters_start:
                 end = device_counters(device)

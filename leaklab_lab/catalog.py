@@ -165,10 +165,30 @@ def entry(case: Case, results: list[tuple[str, dict[str, Any]]], figures: Figure
     return out
 
 
+def _sensitivity(filename: str, document: dict[str, Any], grid: dict[str, Any]) -> list[str]:
+    """The sensitivity benchmark's table: each controlled leak and bounded control, as measured."""
+    out = [f"### Sensitivity ({_where(document)}, [{filename}](results/{filename}))", "",
+           f"Leaks detected: **{grid['leaks_detected']} of {grid['leaks']}**; bounded controls called growing: "
+           f"**{grid['false_alarms']} of {grid['controls']}** (default check: 20 measured steps after 5 of warm-up).", "",
+           "| step | what | true rate | verdict | where | measured rate |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, row in grid["rows"].items():
+        true = format_bytes(row["true_per_step"]) + "/step" if row["kind"] == "leak" else "none"
+        if row["resource"] == "open_fds" and row["kind"] == "leak":
+            true = "1 fd/step"
+        wrong = (row["kind"] == "leak") != (row["verdict"] == "grows")
+        verdict = f"**{row['verdict']}**" if wrong else row["verdict"]
+        rate = RESOURCES[row["resource"]].format(row["per_step"]) + "/step" if row["verdict"] == "grows" else "–"
+        out.append(f"| `{name}` | {row['what']} | {true} | {verdict} | `{row['resource']}` | {rate} |")
+    return [*out, "", "A verdict in bold is wrong: a leak missed or a control called growing.", ""]
+
+
 def _benchmarks(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     out = []
     for filename, document in results:
         for name, summary in sorted(document.get("benchmarks", {}).items()):
+            if name == "sensitivity":
+                out += _sensitivity(filename, document, summary)
+                continue
             if not all("ratio" in row for row in summary.values()):
                 out += [f"### {name} ({_where(document)}, [{filename}](results/{filename}))", "",
                         "| resource | one reading (median) |", "| --- | --- |"]

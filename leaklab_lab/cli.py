@@ -71,6 +71,8 @@ def register(commands: Any) -> None:
     bench.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
     bench.add_argument("--results", metavar="PATH", help="write the figures to this JSON file")
     bench.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
+    bench.add_argument("--sensitivity", action="store_true",
+                       help="instead: the smallest leaks and the tricky bounded controls (tests/data/edge_steps.py)")
 
     catalog = commands.add_parser("catalog", help="write CATALOG.md from the cases and the committed results")
     catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
@@ -191,6 +193,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     device = _device(args.device)
     _check_outputs(files={"--results": args.results})
+    if args.sensitivity:
+        from leaklab_lab.sensitivity import run_grid
+
+        grid = run_grid(device, lambda name, report: print(f"{name:24} {report.summary()}", flush=True))
+        print(f"leaks detected: {grid['leaks_detected']} of {grid['leaks']}; "
+              f"false alarms: {grid['false_alarms']} of {grid['controls']} controls")
+        if args.results:
+            _write("results", args.results,
+                   lambda: write_results(args.results, [], device, note=args.note, benchmarks={"sensitivity": grid}))
+            print(f"results written to {args.results}", file=sys.stderr)
+        return EXIT_OK
     measurements = {f"probe_overhead_{device}": lambda: timing.probe_overhead(device)}
     if device == "cuda":
         measurements["history_overhead_cuda"] = timing.history_overhead

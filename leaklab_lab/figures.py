@@ -7,7 +7,8 @@ A case's text fields (``what``, ``why``, ``claim_note``, ``fix_changes_training`
 - RUN: ``leak``, ``fix`` (the first fix, ``fixes/<slug>.py``) or the stem of one of the case's
   fix scripts (``undetached_ema_state_dict``);
 - QUANTITY: ``RESOURCE.per_step`` (bytes per step), ``RESOURCE.level``, ``RESOURCE.rise``,
-  ``RESOURCE.peak`` (bytes), ``RESOURCE.verdict``, ``metric.NAME.first|last|mean|min|max``
+  ``RESOURCE.peak`` (bytes), ``RESOURCE.verdict``, ``metric.NAME.first|last|mean|min|max``,
+  ``garbage.objects`` / ``garbage.bytes`` (what the collector freed per step, median)
   (a number the step returns), ``verdict``, ``error`` (its first line) or ``failed_step``.
 
 A placeholder that names no such device, run, resource or quantity, or a metric the case's
@@ -112,7 +113,7 @@ def _validate(case: Case, device: str, run_name: str, quantity: str, placeholder
     if run_name not in ("leak", "fix", *stems):
         raise fail(f"run must be leak, fix or a fix script's stem ({', '.join(stems)})")
     head, _, rest = quantity.partition(".")
-    if quantity in ("verdict", "error", "failed_step"):
+    if quantity in ("verdict", "error", "failed_step", "garbage.objects", "garbage.bytes"):
         return
     if head == "metric":
         name, _, stat = rest.rpartition(".")
@@ -145,6 +146,10 @@ def _number(value: float) -> str:
     return f"{value:.4g}"
 
 
+def head_of(quantity: str) -> str:
+    return quantity.partition(".")[0]
+
+
 def _quantity(run: dict[str, Any], quantity: str) -> str | None:
     if quantity == "verdict":
         return run["verdict"]
@@ -152,6 +157,13 @@ def _quantity(run: dict[str, Any], quantity: str) -> str | None:
         return one_line(run["error"]) if run.get("error") else None
     if quantity == "failed_step":
         return None if run.get("failed_step") is None else str(run["failed_step"])
+    if head_of(quantity) == "garbage":
+        # The median per step of what the garbage collector freed before each reading.
+        values = sorted(run.get("garbage", {}).get(quantity.split(".")[1]) or [])
+        if not values:
+            return None
+        middle = values[len(values) // 2]
+        return format_bytes(middle) if quantity.endswith("bytes") else _number(middle)
     head, _, rest = quantity.partition(".")
     if head == "metric":
         name, _, stat = rest.rpartition(".")

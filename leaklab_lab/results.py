@@ -23,9 +23,6 @@ from leaklab.verdict import BOUNDED, GROWS, PLATEAU, format_bytes
 
 FORMAT = 1
 # The fields a results file keeps of a report (the full per-step series included).
-_KEPT = ("name", "verdict", "resource", "per_step_bytes", "device", "device_name", "torch", "steps", "warmup",
-         "error", "failed_step", "stopped_by_budget", "released", "median_step_seconds", "step_seconds",
-         "metrics", "counters", "sites", "history", "resources")
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -58,7 +55,7 @@ def cuda_driver_version() -> str | None:
 
 def entry(report: Report, **extra: Any) -> dict[str, Any]:
     data = report.to_json()
-    kept = {key: data[key] for key in _KEPT}
+    kept = dict(data)  # all of it: a run read back from a file is the run that was written
     kept.update(extra)
     return kept
 

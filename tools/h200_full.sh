@@ -21,7 +21,8 @@ doc = json.load(open(path))
 doc["note"] = f"python3 -m pytest -m cuda --leaklab-results on the lent NVIDIA H200 (device tool), {when}"
 atomic_write(path, json.dumps(doc, indent=1))  # the file stays whole if this fails
 PY
-timeout 240 python3 tools/edges.py cuda "$OUT/h200-edges.json" 2>&1 | tail -25
+timeout 240 python3 -m leaklab bench --device cuda --sensitivity --results "$OUT/h200-sensitivity-torch$TORCH.json" \
+  --note "leaklab bench --sensitivity on the lent NVIDIA H200 (device tool), $WHEN" 2>&1 | tail -25
 timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
   --note "leaklab bench --device cuda on the lent NVIDIA H200 (device tool), $WHEN"
 # One report as a user sees it.
