@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CPU version matrix: for each torch version, a virtual environment of its own with that torch,
-# its torchvision, leaklab's other dependencies and this checkout (editable), then
+# its torchvision and this checkout installed editable with its `test` extra, then
 # `leaklab run --device cpu --results <results-dir>/cpu-torch<version>.json` in it.
 #
 #   bash tools/torch_matrix.sh                      # default versions, results into results/
@@ -57,9 +57,11 @@ if ((${#VERSIONS[@]} == 0)); then
 fi
 # Lift the machine's torch cap for these pip calls only; keep its indexes and certificates.
 export PIP_CONSTRAINT=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
-# leaklab's own dependencies besides torch/torchvision (pyproject.toml, plus the plot extra).
-# IPython: notebook_output_cache's runs (skipped without it).
-DEPS=(psutil pytest pytest-benchmark matplotlib ipython "setuptools>=64" wheel)
+# Everything else comes from pyproject.toml: this checkout with its `test` extra (the lab's and the
+# suite's dependencies, IPython for the notebook case); setuptools/wheel build the editable install
+# offline.
+PROJECT=("$REPO[test]")
+DEPS=("setuptools>=64" wheel)
 
 torchvision_for() {
   # torch 2.N ships with torchvision 0.(N+15); where that series is not on the index (a torch
@@ -89,20 +91,19 @@ for V in "${VERSIONS[@]}"; do
   # Fetch into the shared wheelhouse (wheels already there are not fetched again), then install
   # offline from it; on an environment that is already complete both are quick no-ops.
   SECONDS=0
-  "$PYTHON" -m pip download -q -d "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" >"$LOGS/torch-$V.download.log" 2>&1
+  "$PYTHON" -m pip download -q -d "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" "${PROJECT[@]}" >"$LOGS/torch-$V.download.log" 2>&1
   rc=$?; timing "$V" download "$SECONDS" "$rc"
   if ((rc)); then FAILED+=("$V:download"); tail -5 "$LOGS/torch-$V.download.log"; continue; fi
   SECONDS=0
+  # The harness comes from this checkout: an editable install (the `leaklab` command, the pytest
+  # plugin and the lab's subcommands are entry points), refreshed every time so that it follows
+  # the checkout's package layout and dependencies.
   { [[ -x $PY ]] || "$PYTHON" -m venv "$ENV"; } &&
-    "$PY" -m pip install -q --no-index --find-links "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" \
+    "$PY" -m pip install -q --no-index --find-links "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" -e "${PROJECT[@]}" \
       >"$LOGS/torch-$V.install.log" 2>&1
   rc=$?; timing "$V" install "$SECONDS" "$rc"
   if ((rc)); then FAILED+=("$V:install"); tail -5 "$LOGS/torch-$V.install.log"; continue; fi
-  # The harness comes from this checkout: an editable install (the `leaklab` command and the pytest
-  # plugin's entry point), refreshed every time so it follows the checkout's package layout.
-  "$PY" -m pip install -q --no-index --find-links "$WHEELS" --no-deps -e "$REPO" >>"$LOGS/torch-$V.install.log" 2>&1 ||
-    { FAILED+=("$V:editable"); tail -5 "$LOGS/torch-$V.install.log"; continue; }
-  (cd "$REPO" && "$PY" -c "import sys, torch, torchvision, leaklab
+  (cd / && "$PY" -c "import sys, torch, torchvision, leaklab
 print('python', sys.version.split()[0], '| torch', torch.__version__, '| torchvision', torchvision.__version__)
 print('leaklab from', leaklab.__file__)") 2>&1 | tee "$LOGS/torch-$V.env.txt"
   ((INSTALL_ONLY)) && continue
@@ -110,7 +111,7 @@ print('leaklab from', leaklab.__file__)") 2>&1 | tee "$LOGS/torch-$V.env.txt"
   TORCH=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
   TVV=$("$PY" -c "import torchvision; print(torchvision.__version__.split('+')[0])")
   NOTE="leaklab run --device cpu in its own environment (tools/torch_matrix.sh): torch $TORCH, torchvision $TVV, \
-python $("$PY" -c 'import platform; print(platform.python_version())'), $(nproc) cores, $(git -C "$REPO" rev-parse --short HEAD), $(date -u +%FT%H:%MZ)"
+python $("$PY" -c 'import platform; print(platform.python_version())'), $(nproc) cores, $(git -C "$REPO" describe --always --dirty), $(date -u +%FT%H:%MZ)"
   SECONDS=0
   (cd "$REPO" && "$PY" -m leaklab run --device cpu --results "$RESULTS/cpu-torch$TORCH.json" --note "$NOTE") \
     >"$LOGS/torch-$V.run.log" 2>&1
