@@ -11,7 +11,8 @@
 # Options (and the environment variables they override):
 #   --venvs DIR        LEAKLAB_VENVS      environments DIR/torch-<version>, wheelhouse DIR/wheels
 #                                         (default /work/venvs; keep it outside the checkout)
-#   --logs DIR         LEAKLAB_LOGS       install/run logs and timings.tsv (default <venvs>/logs)
+#   --logs DIR         LEAKLAB_LOGS       timings.tsv, and each invocation's logs in DIR/<UTC time>/
+#                                         (default <venvs>/logs)
 #   --results-dir DIR  LEAKLAB_RESULTS    where cpu-torch<version>.json goes (default results/)
 #   --python EXE       LEAKLAB_PYTHON     the interpreter the environments are made from (python3)
 #   --install-only     build or refresh the environments, run nothing
@@ -47,6 +48,8 @@ while (($#)); do
 done
 LOGS=${LOGS:-$VENVS/logs}
 WHEELS=$VENVS/wheels
+TIMINGS=$LOGS/timings.tsv
+LOGS=$LOGS/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$VENVS" "$LOGS" "$WHEELS" "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 
@@ -76,8 +79,8 @@ torchvision_for() {
   fi
 }
 
-printf 'when\tversion\tstep\tseconds\tstatus\n' >>"$LOGS/timings.tsv"
-timing() { printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$1" "$2" "$3" "$4" | tee -a "$LOGS/timings.tsv"; }
+[[ -s $TIMINGS ]] || printf 'when\tversion\tstep\tseconds\tstatus\n' >"$TIMINGS"
+timing() { printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$1" "$2" "$3" "$4" | tee -a "$TIMINGS"; }
 
 FAILED=()
 for V in "${VERSIONS[@]}"; do
@@ -88,20 +91,27 @@ for V in "${VERSIONS[@]}"; do
   have=$([[ -x $PY ]] && "$PY" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null)
   [[ $have == "$V" ]] || rm -rf "$ENV"
   TV=$(torchvision_for "$V")
-  # Fetch into the shared wheelhouse (wheels already there are not fetched again), then install
-  # offline from it; on an environment that is already complete both are quick no-ops.
-  SECONDS=0
-  "$PYTHON" -m pip download -q -d "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" "${PROJECT[@]}" >"$LOGS/torch-$V.download.log" 2>&1
-  rc=$?; timing "$V" download "$SECONDS" "$rc"
-  if ((rc)); then FAILED+=("$V:download"); tail -5 "$LOGS/torch-$V.download.log"; continue; fi
-  SECONDS=0
   # The harness comes from this checkout: an editable install (the `leaklab` command, the pytest
   # plugin and the lab's subcommands are entry points), refreshed every time so that it follows
-  # the checkout's package layout and dependencies.
-  { [[ -x $PY ]] || "$PYTHON" -m venv "$ENV"; } &&
-    "$PY" -m pip install -q --no-index --find-links "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" -e "${PROJECT[@]}" \
-      >"$LOGS/torch-$V.install.log" 2>&1
-  rc=$?; timing "$V" install "$SECONDS" "$rc"
+  # the checkout's package layout and dependencies. Installs are offline from the shared
+  # wheelhouse; what it lacks is fetched into it first (wheels already there are not fetched again).
+  install() {
+    { [[ -x $PY ]] || "$PYTHON" -m venv "$ENV"; } &&
+      "$PY" -m pip install -q --no-index --find-links "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" -e "${PROJECT[@]}"
+  }
+  SECONDS=0
+  if ! install >"$LOGS/torch-$V.install.log" 2>&1; then
+    SECONDS=0
+    "$PYTHON" -m pip download -q -d "$WHEELS" "torch==$V" "$TV" "${DEPS[@]}" "${PROJECT[@]}" >"$LOGS/torch-$V.download.log" 2>&1
+    rc=$?; timing "$V" download "$SECONDS" "$rc"
+    if ((rc)); then FAILED+=("$V:download"); tail -5 "$LOGS/torch-$V.download.log"; continue; fi
+    SECONDS=0
+    install >>"$LOGS/torch-$V.install.log" 2>&1
+    rc=$?
+  else
+    rc=0
+  fi
+  timing "$V" install "$SECONDS" "$rc"
   if ((rc)); then FAILED+=("$V:install"); tail -5 "$LOGS/torch-$V.install.log"; continue; fi
   (cd / && "$PY" -c "import sys, torch, torchvision, leaklab
 print('python', sys.version.split()[0], '| torch', torch.__version__, '| torchvision', torchvision.__version__)
