@@ -5,6 +5,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ARGS = [] if any(ep.name == "leaklab" for ep in entry_points(group="pytest11")) else ["-p", "leaklab.plugin"]
 
@@ -36,12 +38,23 @@ def test_hook_caching_fixed(train_step):
 '''
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _check_once_outside_pytester():
+    """The first tensor made under a check imports ~900 modules (torch's dynamo and inductor,
+    sympy). pytester's in-process runs drop the modules first imported inside them, and torch
+    cannot import those a second time in the outer session (a TORCH_LIBRARY registered twice,
+    breaking every later check): run a training step under a check out here first."""
+    from leaklab.runner import RunOptions, run_script
+
+    run_script(ROOT / "fixes/hook_caching.py", options=RunOptions(steps=2, warmup=0))
+
+
 def run(pytester, *args):
     return pytester.runpytest_inprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", *args)
 
 
 def test_catalog_leak_fails_under_the_marker_and_its_fix_passes(pytester):
-    pytester.makepyfile(test_catalog=CATALOG_TEST.format(leak=str(ROOT / "cases/hook_caching.py"),
+    pytester.makepyfile(test_train=CATALOG_TEST.format(leak=str(ROOT / "cases/hook_caching.py"),
                                                          fix=str(ROOT / "fixes/hook_caching.py")))
     result = run(pytester)
     result.assert_outcomes(passed=1, failed=1)
