@@ -173,6 +173,8 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
             if calls == 1:
                 first_failure.append(exc)
             raise
+        except (KeyboardInterrupt, SystemExit):
+            raise
         except BaseException as exc:  # pytest.skip/fail/xfail: outcomes, not Exceptions
             if calls == 1:
                 first_failure.append(exc)
@@ -187,6 +189,8 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
         pytest.fail(f"leaklab: {exc}", pytrace=False)
     if first_failure:
         raise first_failure[0]  # the test fails (or skips) on its own, as it would without leaklab
+    if report.error is not None and report.error.startswith("interrupted:"):
+        raise KeyboardInterrupt  # Ctrl-C stops the session, as it would without leaklab
     item.config.stash[REPORTS].append(report)
     show(item, report)
     if report.error is not None:

@@ -17,6 +17,8 @@ What differs from :func:`leaklab.check`, because the loop is not ours to run:
   (``leftover``) compares the end with the start of the block, after a garbage collection:
   memory that your loop still holds on purpose shows there.
 - A resource that passes its budget stops the *sampling* (``stopped_by_budget``), not your loop.
+- No confirmation pass and no re-measuring after a lazy initialisation (both need more steps
+  than the series), and child processes the loop started are counted, never stopped.
 - ``steps`` caps how many steps are sampled (default 200; the verdict's slope costs time
   quadratic in the samples): later calls of :meth:`Watch.step` are counted but not sampled.
 - No attribution (it needs extra steps run after the series).
@@ -54,27 +56,23 @@ class Watch:
         self.report: Report | None = None
         self._probe: Probe | None = None
         self._calls = 0
-        self._samples: list[dict[str, int]] = []
-        self._before: dict[str, int] = {}
-        self._counters_start: dict[str, int] = {}
-        self._metrics: dict[str, list[float]] = {}
-        self._step_seconds: list[float] = []
-        self._last = 0.0
-        self._stopped_by_budget: str | None = None
-        self._children_before: set[int] = set()
 
     # ------------------------------------------------------------------ the block
     def __enter__(self) -> Watch:
         from leaklab.measure import Probe, live_children
-        from leaklab.runner import DEFAULT_BUDGET
+        from leaklab.runner import _Series
 
-        self.options.validate(self.device)
-        self._budget = {**DEFAULT_BUDGET, **self.options.budget}
+        self.device = self.options.validate(self.device)
         self._children_before = {p.pid for p in live_children()}
-        self._probe = Probe(self.device, self.options.resources)
-        self._probe.__enter__()
-        self._probe.settle(clear_workspaces=True)
-        self._before = self._probe.sample()
+        probe = Probe(self.device, tuple(self.options.resources))
+        self._budget = {r.name: self.options.budget.get(r.name, r.budget) for r in probe.watched}
+        self._series = _Series(probe.resources, self.options.steps + 1)
+        self._counters_start: dict[str, int] = {}
+        self._stopped_by_budget: str | None = None
+        probe.__enter__()
+        self._probe = probe
+        probe.settle(clear_workspaces=True)
+        self._before = probe.sample()
         if self.options.warmup == 0:
             self._baseline()
         self._last = time.perf_counter()
@@ -83,7 +81,7 @@ class Watch:
     def step(self, result: Mapping[str, Any] | None = None) -> None:
         """One step of the loop is done. ``result``: numbers to keep per step as metrics (a loss
         scale, a gradient norm), as a check's step may return."""
-        from leaklab.runner import _call_step
+        from leaklab.runner import _call_step, _over_budget
 
         if self._probe is None:
             raise RuntimeError("w.step() outside the `with leaklab.watch(...)` block")
@@ -94,18 +92,16 @@ class Watch:
             return
         if measured < 0 or measured > self.options.steps or self._stopped_by_budget:
             return
-        if self.device.startswith("cuda"):
+        if self._probe.kind == "cuda":
             import torch
 
-            torch.cuda.synchronize()
-        self._step_seconds.append(time.perf_counter() - self._last)
+            torch.cuda.synchronize(self._probe.device)
+        seconds = time.perf_counter() - self._last
         if result is not None:
-            _call_step(lambda: result, self._metrics)  # the runner's reading of a step's metrics
+            _call_step(lambda: result, self._series)  # the runner's reading of a step's numbers
         sample = self._probe.sample()
-        self._samples.append(sample)
-        over = [r for r, v in sample.items() if v - self._samples[0][r] > self._budget.get(r, float("inf"))]
-        if over:
-            self._stopped_by_budget = over[0]
+        self._series.add(sample, self._probe, seconds)
+        self._stopped_by_budget = _over_budget(self._series.last(), self._before, self._budget)
         if self.options.progress:
             self.options.progress(measured, self.options.steps, sample)
         self._last = time.perf_counter()
@@ -113,41 +109,43 @@ class Watch:
     def _baseline(self) -> None:
         from leaklab.measure import device_counters
 
-        self._probe.settle()
-        self._samples.append(self._probe.sample())
-        if self.device.startswith("cuda"):
-            self._counters_start = device_counters()
+        self._probe.freeze_existing()
+        self._series.count = 0
+        self._series.add(self._probe.sample(), self._probe, 0.0)
+        if self._probe.kind == "cuda":
+            self._counters_start = device_counters(self.device)
         self._last = time.perf_counter()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
-        from leaklab.measure import device_counters, format_exception
+        from leaklab.measure import device_counters, format_exception, live_children
         from leaklab.report import Report
-        from leaklab.runner import BadInput, _decide_all, _wait_for_children
+        from leaklab.runner import BadInput, _decide, _failure, _keep, _leftover
 
-        measured = max(0, len(self._samples) - 1)
-        report = Report(device=self.device, steps=measured, warmup=self.options.warmup, name=self.options.name)
-        report.metrics = self._metrics
-        report.step_seconds = self._step_seconds
+        probe, self._probe = self._probe, None
+        series = self._series
+        report = Report(device=self.device, steps=max(0, series.count - 1), warmup=self.options.warmup,
+                        name=self.options.name)
+        report.before_build = self._before
         report.stopped_by_budget = self._stopped_by_budget
-        if exc is not None and isinstance(exc, Exception):
-            report.error = f"{type(exc).__name__}: {exc}"
+        if exc is not None:
+            report.error = _failure(exc)
             report.traceback = format_exception(exc)
             report.failed_step = self._calls  # the step that had not called w.step() yet
         if self._counters_start:
-            end = device_counters()
+            end = device_counters(self.device)
             report.counters = {k: end[k] - self._counters_start.get(k, 0) for k in end}
-        probe, self._probe = self._probe, None
+        too_short = report.error is None and series.count < 3
         try:
+            if report.error is None and not too_short:
+                trends = _decide(series, probe.watched, report, probe.tensors is not None)
+                _keep(report, series, probe.watched, trends, self.device, self.options)
             probe.settle(clear_workspaces=True)
-            after = probe.sample()
+            report.leftover = _leftover(probe.watched, self._before, probe.sample())
         finally:
             probe.__exit__(None, None, None)
-        too_short = report.error is None and len(self._samples) < 3
-        if report.error is None and not too_short:
-            self.options.steps = measured
-            _decide_all(report, self._samples, self._before, after, self._budget, self.options, self.device)
-        report.children_left = _wait_for_children(self._children_before, self.options.child_wait)
+        # The loop's children (persistent DataLoader workers) may still be in use: counted, never stopped.
+        report.children_left = len([p for p in live_children() if p.pid not in self._children_before])
         self.report = report
         if too_short and exc is None:
             raise BadInput(f"the block called w.step() {self._calls} time(s): a verdict needs the "

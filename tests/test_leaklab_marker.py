@@ -156,8 +156,8 @@ def test_tests_that_cannot_be_repeated(pytester):
     result.assert_outcomes(failed=2, skipped=1)
     result.stdout.fnmatch_lines([
         "*assert (1 + 1) == 3*",  # the test's own failure, as without leaklab
-        "leaklab: the test cannot be repeated (a step failure, not a leak): test_one_shot: step 1 raised "
-        "AssertionError: already ran assert not [[]1[]]",
+        "leaklab: the test cannot be repeated (a step failure, not a leak): test_one_shot: the step failed at "
+        "step 1 (measured): AssertionError: already ran assert not [[]1[]]",
         "SKIPPED*not here",
     ])
     assert "expected bounded" not in result.stdout.str()
