@@ -18,19 +18,23 @@ memory that must not show in the verdicts), then:
 
 from __future__ import annotations
 
+import base64
 import collections
 import functools
 import gc
+import json
 import linecache
 import pickle
 import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from leaklab.files import UnwritablePath, atomic_write, check_writable
 from leaklab.measure import Probe, is_user_file, storage_key
 from leaklab.report import Site
 
@@ -43,10 +47,14 @@ class Watcher:
     baseline_keys: set[int] = field(default_factory=set)
     graphs_before: dict[str, int] = field(default_factory=dict)
     snapshot_path: str | None = None
+    snapshot_overwrite: bool = False
+    snapshot_html: bool = False
 
 
-def start(probe: Probe, step: Callable[[], Any] | None = None, snapshot_path: str | None = None) -> Watcher:
-    watcher = Watcher(probe.kind, snapshot_path=snapshot_path)
+def start(probe: Probe, step: Callable[[], Any] | None = None, snapshot_path: str | None = None, *,
+          snapshot_overwrite: bool = False, snapshot_html: bool = False) -> Watcher:
+    watcher = Watcher(probe.kind, snapshot_path=snapshot_path, snapshot_overwrite=snapshot_overwrite,
+                      snapshot_html=snapshot_html)
     if probe.kind == "cuda":
         torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
     elif probe.tensors is not None:
@@ -99,8 +107,8 @@ def _cuda_sites(watcher: Watcher) -> tuple[list[Site], list[list[int]]]:
     try:
         snapshot = torch.cuda.memory._snapshot()
         if watcher.snapshot_path:
-            with open(watcher.snapshot_path, "wb") as handle:
-                pickle.dump(snapshot, handle)
+            write_snapshot(snapshot, watcher.snapshot_path, overwrite=watcher.snapshot_overwrite,
+                           html=watcher.snapshot_html)
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
     groups: dict[tuple[str, int, str], list[Any]] = collections.defaultdict(list)
@@ -115,6 +123,65 @@ def _cuda_sites(watcher: Watcher) -> tuple[list[Site], list[list[int]]]:
             if stack:
                 groups[stack[0]].append((int(block.get("requested_size") or block["size"]), stack, int(block["address"])))
     return _make_sites(groups)
+
+
+# --------------------------------------------------------------------------- snapshot files
+# pytorch.org/memory_viz reads pickles up to protocol 4 (it rejects protocol 5, the default of
+# Python 3.14); the HTML viewer embeds the same pickle.
+SNAPSHOT_PROTOCOL = 4
+
+
+def snapshot_paths(path: str | Path, html: bool = False) -> list[Path]:
+    """The files ``--snapshot PATH`` writes: the pickle, and with ``html`` the viewer beside it."""
+    path = Path(path)
+    return [path] + ([path.with_suffix(".html")] if html else [])
+
+
+def check_snapshot_paths(path: str | Path, overwrite: bool = False, html: bool = False) -> None:
+    """Fail before a run (:class:`~leaklab.files.UnwritablePath`, one line) if the snapshot's
+    files could not be written, or exist and ``overwrite`` was not given."""
+    for target in snapshot_paths(path, html):
+        try:
+            check_writable(target, overwrite=overwrite)
+        except UnwritablePath as exc:
+            hint = "; pass --overwrite to replace it" if target.exists() and not overwrite else ""
+            raise UnwritablePath(f"{exc}{hint}") from None
+
+
+def snapshot_html(snapshot: dict[str, Any]) -> str | None:
+    """memory_viz's page for a snapshot (``torch.cuda._memory_viz.trace_plot``: the snapshot is
+    embedded, the viewer's script is loaded from a CDN when the page is opened), with the
+    embedded pickle at protocol 4; None where this torch has no ``trace_plot``."""
+    try:
+        from torch.cuda._memory_viz import trace_plot  # private module: the only HTML writer torch has
+    except ImportError:
+        return None
+    page = trace_plot(snapshot)
+    # trace_plot pickles with Python's default protocol (5 from Python 3.14): embed ours instead,
+    # padded to a multiple of 3 bytes as trace_plot does.
+    buffer = pickle.dumps(snapshot, protocol=SNAPSHOT_PROTOCOL)
+    buffer += b"\x00" * (3 - len(buffer) % 3)
+    ours = json.dumps([{"name": "snapshot.pickle", "base64": base64.b64encode(buffer).decode()}])
+    found = re.search(r'\[\{"name": "snapshot\.pickle", "base64": "[^"]*"\}\]', page)
+    if found is None:  # a layout we do not know: keep torch's own page
+        return page
+    return page[:found.start()] + ours + page[found.end():]
+
+
+def write_snapshot(snapshot: dict[str, Any], path: str | Path, *, overwrite: bool = False,
+                   html: bool = False) -> list[Path]:
+    """Write an allocator snapshot as a protocol-4 pickle (atomically; refusing to replace an
+    existing file unless ``overwrite``), and with ``html`` the viewer page beside it. Returns
+    the files written."""
+    check_snapshot_paths(path, overwrite, html)
+    targets = snapshot_paths(path, html)
+    atomic_write(targets[0], pickle.dumps(snapshot, protocol=SNAPSHOT_PROTOCOL))
+    if html:
+        page = snapshot_html(snapshot)
+        if page is None:
+            return targets[:1]
+        atomic_write(targets[1], page)
+    return targets
 
 
 # --------------------------------------------------------------------------- graph history

@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     check.add_argument("--attribute", action="store_true", help="name the line that allocated what stayed alive")
     check.add_argument("--snapshot", metavar="FILE", help="(cuda) write an allocator snapshot for pytorch.org/memory_viz")
+    check.add_argument("--snapshot-html", action="store_true", help="(with --snapshot) also write FILE's viewer page, .html")
+    check.add_argument("--overwrite", action="store_true", help="replace an existing --snapshot file")
     check.add_argument("--quiet", action="store_true", help="no per-step progress on stderr")
     check.set_defaults(handler=cmd_check)
 

@@ -1,0 +1,160 @@
+"""Watching a loop you cannot restructure into a step factory.
+
+    with leaklab.watch(device="cuda", warmup=5) as w:
+        for batch in loader:
+            train(batch)
+            w.step()
+    print(w.report.summary())
+
+The loop is the step: the first ``warmup`` calls of :meth:`Watch.step` end warm-up steps, the
+baseline is taken after them, and every later call takes one sample of every watched resource.
+At the end of the block the same :class:`~leaklab.report.Report` as :func:`leaklab.check` gives
+(verdict, summary, curve) is decided by the runner's own code, and kept as ``w.report``.
+
+What differs from :func:`leaklab.check`, because the loop is not ours to run:
+
+- Nothing is dropped at the end (the loop's objects are still yours), so the release check
+  (``leftover``) compares the end with the start of the block, after a garbage collection:
+  memory that your loop still holds on purpose shows there.
+- A resource that passes its budget stops the *sampling* (``stopped_by_budget``), not your loop.
+- No confirmation pass and no re-measuring after a lazy initialisation (both need more steps
+  than the series), and child processes the loop started are counted, never stopped.
+- ``steps`` caps how many steps are sampled (default 200; the verdict's slope costs time
+  quadratic in the samples): later calls of :meth:`Watch.step` are counted but not sampled.
+- No attribution (it needs extra steps run after the series).
+- An exception in the block is recorded as a ``raises`` report (the step that raised and the
+  traceback) and then propagates: the watch never swallows it.
+
+torch and the runner are imported when the block starts, not with ``leaklab``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from leaklab.measure import Probe
+    from leaklab.report import Report
+    from leaklab.runner import RunOptions
+
+
+class Watch:
+    """The object ``with leaklab.watch(...) as w`` gives: call :meth:`step` after each step."""
+
+    def __init__(self, device: str = "cpu", *, warmup: int = 5, steps: int = 200,
+                 resource: str | tuple[str, ...] | None = None, budget: dict[str, int] | None = None,
+                 name: str = "") -> None:
+        from leaklab.runner import RunOptions
+
+        resources = (resource,) if isinstance(resource, str) else tuple(resource or ())
+        self.device = device
+        self.options: RunOptions = RunOptions(steps=steps, warmup=warmup, resources=resources,
+                                              budget=budget or {}, name=name)
+        self.report: Report | None = None
+        self._probe: Probe | None = None
+        self._calls = 0
+
+    # ------------------------------------------------------------------ the block
+    def __enter__(self) -> Watch:
+        from leaklab.measure import Probe, live_children
+        from leaklab.runner import _Series
+
+        self.device = self.options.validate(self.device)
+        self._children_before = {p.pid for p in live_children()}
+        probe = Probe(self.device, tuple(self.options.resources))
+        self._budget = {r.name: self.options.budget.get(r.name, r.budget) for r in probe.watched}
+        self._series = _Series(probe.resources, self.options.steps + 1)
+        self._counters_start: dict[str, int] = {}
+        self._stopped_by_budget: str | None = None
+        probe.__enter__()
+        self._probe = probe
+        probe.settle(clear_workspaces=True)
+        self._before = probe.sample()
+        if self.options.warmup == 0:
+            self._baseline()
+        self._last = time.perf_counter()
+        return self
+
+    def step(self, result: Mapping[str, Any] | None = None) -> None:
+        """One step of the loop is done. ``result``: numbers to keep per step as metrics (a loss
+        scale, a gradient norm), as a check's step may return."""
+        from leaklab.runner import _call_step, _over_budget
+
+        if self._probe is None:
+            raise RuntimeError("w.step() outside the `with leaklab.watch(...)` block")
+        self._calls += 1
+        measured = self._calls - self.options.warmup
+        if measured == 0:
+            self._baseline()
+            return
+        if measured < 0 or measured > self.options.steps or self._stopped_by_budget:
+            return
+        if self._probe.kind == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self._probe.device)
+        seconds = time.perf_counter() - self._last
+        if result is not None:
+            _call_step(lambda: result, self._series)  # the runner's reading of a step's numbers
+        sample = self._probe.sample()
+        self._series.add(sample, self._probe, seconds)
+        self._stopped_by_budget = _over_budget(self._series.last(), self._before, self._budget)
+        if self.options.progress:
+            self.options.progress(measured, self.options.steps, sample)
+        self._last = time.perf_counter()
+
+    def _baseline(self) -> None:
+        from leaklab.measure import device_counters
+
+        self._probe.freeze_existing()
+        self._series.count = 0
+        self._series.add(self._probe.sample(), self._probe, 0.0)
+        if self._probe.kind == "cuda":
+            self._counters_start = device_counters(self.device)
+        self._last = time.perf_counter()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        from leaklab.measure import device_counters, format_exception, live_children
+        from leaklab.report import Report
+        from leaklab.runner import BadInput, _decide, _failure, _keep, _leftover
+
+        probe, self._probe = self._probe, None
+        series = self._series
+        report = Report(device=self.device, steps=max(0, series.count - 1), warmup=self.options.warmup,
+                        name=self.options.name)
+        report.before_build = self._before
+        report.stopped_by_budget = self._stopped_by_budget
+        if exc is not None:
+            report.error = _failure(exc)
+            report.traceback = format_exception(exc)
+            report.failed_step = self._calls  # the step that had not called w.step() yet
+        if self._counters_start:
+            end = device_counters(self.device)
+            report.counters = {k: end[k] - self._counters_start.get(k, 0) for k in end}
+        too_short = report.error is None and series.count < 3
+        try:
+            if report.error is None and not too_short:
+                trends = _decide(series, probe.watched, report, probe.tensors is not None)
+                _keep(report, series, probe.watched, trends, self.device, self.options)
+            probe.settle(clear_workspaces=True)
+            report.leftover = _leftover(probe.watched, self._before, probe.sample())
+        finally:
+            probe.__exit__(None, None, None)
+        # The loop's children (persistent DataLoader workers) may still be in use: counted, never stopped.
+        report.children_left = len([p for p in live_children() if p.pid not in self._children_before])
+        self.report = report
+        if too_short and exc is None:
+            raise BadInput(f"the block called w.step() {self._calls} time(s): a verdict needs the "
+                           f"{self.options.warmup} warm-up steps and at least 2 measured ones")
+        return False  # an exception from the block propagates
+
+
+def watch(device: str = "cpu", *, warmup: int = 5, steps: int = 200, resource: str | tuple[str, ...] | None = None,
+          budget: dict[str, int] | None = None, name: str = "") -> Watch:
+    """A context manager that watches the loop inside it; call ``w.step()`` after every step.
+    ``w.report`` (the same report as :func:`leaklab.check`) is there after the block."""
+    return Watch(device, warmup=warmup, steps=steps, resource=resource, budget=budget, name=name)
