@@ -153,10 +153,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     path, factory_name = parse_target(args.target)
     options = RunOptions(steps=args.steps, warmup=args.warmup, resources=args.resource,
                          attribute=args.attribute or bool(args.snapshot), snapshot=args.snapshot,
+                         snapshot_overwrite=args.overwrite, snapshot_html=args.snapshot_html,
                          timeout=args.timeout, hard_timeout=True, progress=_progress(args.quiet or args.json))
     device = options.validate(args.device)
     if args.snapshot and not device.startswith("cuda"):
         raise BadInput("--snapshot records the CUDA allocator's history: it needs --device cuda")
+    if args.snapshot:
+        from leaklab.attribution import check_snapshot_paths
+
+        check_snapshot_paths(args.snapshot, overwrite=args.overwrite, html=args.snapshot_html)
     _terminate_on_sigterm()
     module = load_script(path)
     try:

@@ -105,6 +105,8 @@ class RunOptions:
     budget: dict[str, int] = field(default_factory=dict)
     attribute: bool = False
     snapshot: str | None = None            # cuda: write the allocator snapshot here (memory_viz)
+    snapshot_overwrite: bool = False       # replace an existing snapshot file
+    snapshot_html: bool = False            # also write the snapshot's viewer page beside it
     child_wait: float = 10.0               # seconds children get to exit after the step is dropped
     timeout: float | None = None           # seconds one step may take; None: no limit
     hard_timeout: bool = False             # a step stuck past its limit in C code ends the process (exit 3)
@@ -357,7 +359,8 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 # allocation stacks costs host memory (the allocator's history lives on the
                 # host), which must not show in the verdicts it explains.
                 report.stage = "attribution"
-                watcher = attribution.start(probe, step, options.snapshot)
+                watcher = attribution.start(probe, step, options.snapshot, snapshot_overwrite=options.snapshot_overwrite,
+                                            snapshot_html=options.snapshot_html)
                 for i in range(ATTRIBUTION_STEPS):
                     report.failed_step = done + i
                     limit.arm()
