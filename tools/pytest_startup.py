@@ -6,7 +6,7 @@ ROOT through PYTHONPATH) and with ``-p no:leaklab``, both in every round in a ra
 times each. On a busy machine that difference is noise of +-250 ms, so the plugin's own share is
 also read directly: ``python -X importtime`` of ``leaklab.plugin`` after pytest (median of
 ROUNDS), and whether that import loads torch. Prints the figures and writes them to
-results/pytest-startup-<host>.json (or --output). The bar (issue 14): within 50 ms.
+results/startup/pytest-startup-<host>.json (or --output). The bar (issue 14): within 50 ms.
 
     python3 tools/pytest_startup.py [--root CHECKOUT] [--rounds 15] [--output FILE]
 """
@@ -103,7 +103,7 @@ def main() -> int:
     result["plugin_import_loads_torch"] = any(torch for _, torch in imports)
     result["within_bar"] = result["plugin_import_s"] <= BAR_SECONDS and not result["plugin_import_loads_torch"]
     print(json.dumps(result, indent=2))
-    output = args.output or ROOT / "results" / f"pytest-startup-{platform.node() or 'host'}.json"
+    output = args.output or ROOT / "results" / "startup" / f"pytest-startup-{platform.node() or 'host'}.json"
     output.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["within_bar"] else 1
 
