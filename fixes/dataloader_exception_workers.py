@@ -48,7 +48,7 @@ def make_step(device: str):
                 criterion(model(features), labels).backward()
                 optimizer.step()
         except ValueError as error:  # a bad record: give up on this epoch, go on with the next
-            failures.append(repr(error.with_traceback(None)))  # FIX: keep the message; without its traceback the iterator is freed and shuts its workers down
+            failures.append(str(error.with_traceback(None)).splitlines()[-1])  # FIX: keep the message, not the traceback that holds the iterator and its workers
         return {"workers_alive": len(multiprocessing.active_children()), "failures": len(failures)}
 
     return train_epoch
