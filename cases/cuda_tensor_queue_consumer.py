@@ -54,9 +54,10 @@ def make_step(device: str):
         loss = criterion(head(features), targets)
         loss.backward()
         optimizer.step()
-        inbox.put(features.detach())  # 1 MiB; on CUDA sent as an IPC handle to this process's own memory
-        deadline = time.monotonic() + 120
-        while not inbox.empty():  # do not run ahead of the logger (the first get waits for its start-up)
+        sent = features.detach()
+        inbox.put(sent)  # 1 MiB; on CUDA sent as an IPC handle to this process's own memory
+        sent, deadline = weakref.ref(sent), time.monotonic() + 120
+        while sent() is not None or not inbox.empty():  # do not run ahead of the logger: wait until it has it
             if not logger.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the logger process stopped taking tensors (exit code {logger.exitcode})")
             time.sleep(0.001)
