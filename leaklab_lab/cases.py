@@ -97,6 +97,8 @@ class Case:
             names.append("multi_gpu")
         if "IPython" in self.meta.get("extra_imports", []):
             names.append("needs_ipython")
+        if self.meta.get("slow"):
+            names.append("slow")
         return names
 
     def leak_lines(self) -> list[int]:
