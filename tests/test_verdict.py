@@ -22,7 +22,7 @@ def test_steady_growth_grows_with_its_slope():
     assert trend.per_step_bytes == pytest.approx(2048)
 
 
-@pytest.mark.parametrize(("resource", "per_step"), [(EXACT, 4), (DEVICE, 512), (HEAP, 256), (HEAP, 16)])
+@pytest.mark.parametrize(("resource", "per_step"), [(EXACT, 4), (DEVICE, 512), (HEAP, 1025), (HEAP, 4096)])
 def test_an_exact_leak_at_the_counters_quantum_grows(resource, per_step):
     assert decide([10_000 + per_step * i for i in range(21)], resource).verdict == GROWS
     assert decide([10_000] * 21, resource).verdict == BOUNDED  # the mutation: the same series without the leak
@@ -41,6 +41,10 @@ def test_a_leak_that_starts_mid_series_is_given_its_own_rate():
     assert trend.verdict == GROWS
     assert 512 <= trend.per_step_bytes <= 2048  # within 2x of the true 1 KiB/step
     assert trend.onset > 0
+
+
+def test_heap_drift_under_its_floor_is_bounded():
+    assert decide([10_000 + 500 * i for i in range(21)], HEAP).verdict == BOUNDED
 
 
 def test_noise_around_a_flat_level_is_bounded():
@@ -82,11 +86,11 @@ def test_one_jump_then_flat_is_recognised_and_steady_growth_is_not():
 
 
 def test_a_noisy_counter_that_slows_down_while_confirmed_is_not_growing():
-    first = decide([800 * i for i in range(21)], HEAP)
-    settling = [16_000 + 100 * i for i in range(11)]
-    assert confirm(first, decide([800 * i for i in range(21)] + settling[1:], HEAP), settling, HEAP).verdict == BOUNDED
-    steady = [16_000 + 800 * i for i in range(11)]
-    assert confirm(first, decide([800 * i for i in range(21)] + steady[1:], HEAP), steady, HEAP).verdict == GROWS
+    first = decide([4000 * i for i in range(21)], HEAP)
+    settling = [80_000 + 500 * i for i in range(11)]
+    assert confirm(first, decide([4000 * i for i in range(21)] + settling[1:], HEAP), settling, HEAP).verdict == BOUNDED
+    steady = [80_000 + 4000 * i for i in range(11)]
+    assert confirm(first, decide([4000 * i for i in range(21)] + steady[1:], HEAP), steady, HEAP).verdict == GROWS
 
 
 def test_long_series_are_thinned_exactly_and_decided_fast():

@@ -20,6 +20,10 @@ def bytes_512(device):
     return lambda: kept.append(bytes(512))  # 545 B: served by malloc, seen by host_heap
 
 
+def bytes_4k(device):
+    return lambda: kept.append(bytes(4096))  # over the heap's 1 KiB/step floor
+
+
 def bytes_256(device):
     return lambda: kept.append(bytes(256))  # served by pymalloc: seen by python_objects only
 
