@@ -328,6 +328,24 @@ def _unmeasured(figures: Figures) -> list[str]:
     return [*out, ""]
 
 
+def _resources_table() -> list[str]:
+    """Every resource the check can watch, from its one definition in leaklab.resources."""
+    from leaklab.resources import ALL
+
+    out = ["## Resources watched", "",
+           "Rendered from `leaklab/resources.py`. Headline order: when several resources grow, the first in this table "
+           "is named. *Exact* counters change only when something is allocated or freed and are judged down to one "
+           "quantum; the others against their own scatter and the floor.", "",
+           "| resource | what | read from | devices (default) | exact | quantum | floor/step | smallest plateau | budget |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(ALL, key=lambda r: r.rank):
+        devices = ", ".join(r.devices) + (" (opt-in)" if r.optional else "") + ("" if r.judged else ", shown only")
+        out.append(f"| `{r.name}` | {r.description} | {r.source} | {devices} | {'yes' if r.exact else 'no'} | "
+                   f"{r.format(r.quantum)} | {r.format(r.floor) if r.floor else '–'} | {r.format(r.plateau_min)} | "
+                   f"{r.format(r.budget) if r.budget else 'none'} |")
+    return [*out, ""]
+
+
 def render(root: Path = ROOT, strict: bool = False) -> str:
     """CATALOG.md's text. ``strict``: a figure not in the committed results is an error."""
     cases = discover(root)
@@ -367,6 +385,7 @@ def render(root: Path = ROOT, strict: bool = False) -> str:
     out.append("")
     out += _claims(cases, root / "cases" / "seed_claims.toml")
     out += entries
+    out += _resources_table()
     bench = _benchmarks(results)
     if bench:
         out += ["## Timings and overheads", "", "Ratios are medians within one run, variants interleaved or in alternating blocks.", "", *bench]
