@@ -56,6 +56,8 @@ def start(probe: Probe, step: Callable[[], Any] | None = None, snapshot_path: st
     watcher = Watcher(probe.kind, snapshot_path=snapshot_path, snapshot_overwrite=snapshot_overwrite,
                       snapshot_html=snapshot_html)
     if probe.kind == "cuda":
+        # The documented way to record allocation stacks (pytorch.org/docs/stable/torch_cuda_memory.html),
+        # underscored though public in torch's own guide; likewise _snapshot() below.
         torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
     elif probe.tensors is not None:
         watcher.baseline_keys = probe.tensors.keys()

@@ -23,6 +23,10 @@ from typing import Any
 
 import psutil
 import torch
+
+# No public API counts live CPU tensor memory: a dispatch mode (torch.utils._python_dispatch, the
+# base class torch's own FakeTensor and debugging modes use) sees every operator's outputs, pytree
+# flattens them, and StorageWeakRef (what torch.multiprocessing uses) follows a storage's life.
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten

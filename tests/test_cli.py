@@ -59,6 +59,7 @@ def test_attribute_names_the_line(capsys):
         ([f"{STEPS}:bounded", "--steps", "1000000"], "steps must be from 2 to 100,000"),
         ([f"{STEPS}:bounded", "--warmup", "-1"], "warmup must be from 0 to 100,000"),
         ([f"{STEPS}:bounded", "--device", "tpu"], "device must be 'cpu', 'cuda' or 'cuda:N'"),
+        ([f"{STEPS}:bounded", "--device", "cuda:x"], "device must be 'cpu', 'cuda' or 'cuda:N'"),
         ([f"{STEPS}:bounded", "--resource", "device_allocated"], "device_allocated is a CUDA counter"),
         ([f"{STEPS}:bounded", "--resource", "pinned_host"], "pinned_host is a CUDA counter"),
         ([f"{STEPS}:bounded", "--timeout", "0"], "must be above 0"),
@@ -105,3 +106,19 @@ def test_cuda_attribution_and_snapshot(capsys, tmp_path):
     assert "grows in device_allocated by 8.0 KiB/step" in out and f"allocated at user_steps.py:{line}" in out
     data = pickle.loads(snapshot.read_bytes())
     assert "segments" in data and "device_traces" in data  # what pytorch.org/memory_viz reads
+
+
+def test_cuda_n_without_that_gpu_exits_2(capsys, monkeypatch):
+    monkeypatch.setattr("leaklab.runner.cuda_usable", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    code, _, err = run(capsys, f"{STEPS}:bounded", "--device", "cuda:3")
+    assert code == 2
+    assert "'cuda:3' was asked for, but torch sees 1 CUDA device(s)" in err
+
+
+def test_check_api_refuses_a_fractional_step_count():
+    import leaklab
+    from leaklab.runner import BadInput
+
+    with pytest.raises(BadInput, match="steps must be a whole number, got 2.5"):
+        leaklab.check(lambda: None, steps=2.5)
