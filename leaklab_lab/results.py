@@ -269,7 +269,11 @@ def compare(old: dict[str, Any], new: dict[str, Any], tolerance: float = 0.25) -
                 or after["verdict"] == "raises" and before["verdict"] != "raises"
                 or before["verdict"] == "raises" and after["verdict"] != "raises"
             )
-            changes.append(Change(name, "verdict", before["verdict"], after["verdict"], regression))
+            # A verdict the confirmation pass changed in either run could flip: it is reported as
+            # uncertain, not as a regression.
+            unsure = sorted(set(before.get("uncertain") or []) | set(after.get("uncertain") or []))
+            what = f"verdict (uncertain: {', '.join(unsure)})" if regression and unsure else "verdict"
+            changes.append(Change(name, what, before["verdict"], after["verdict"], regression and not unsure))
         for resource, result in after["resources"].items():
             previous = before["resources"].get(resource)
             if previous is None:

@@ -219,3 +219,17 @@ def test_committed_results_say_where_and_when(path):
     document = json.loads(path.read_text())
     assert document["created"] and document["environment"]["torch"] and document["environment"]["device_name"]
     assert document["note"], "a committed results file says where and why it was made"
+
+
+def test_a_verdict_change_marked_uncertain_is_reported_not_failed():
+    from leaklab_lab.results import compare
+
+    def document(verdict, uncertain):
+        run = {"verdict": verdict, "resource": "host_heap", "uncertain": uncertain, "resources": {},
+               "median_step_seconds": None}
+        return {"runs": {"cpu/x:fix": run}, "environment": {}}
+
+    changes = compare(document("bounded", []), document("grows", ["host_heap"]))
+    assert [c.regression for c in changes] == [False] and "uncertain: host_heap" in changes[0].what
+    changes = compare(document("bounded", []), document("grows", []))  # the mutation: without the mark it fails
+    assert [c.regression for c in changes] == [True]
