@@ -56,11 +56,6 @@ class Resource:
     unit: str = "B"
     judged: bool = True               # False: shown, never part of the verdict (a peak)
     optional: bool = False            # watched only when asked for (costly, or CPU tensors on CUDA)
-    floor_under_tracker: float = 0.0  # the floor while the CPU tensor counter (a dispatch mode) runs
-
-    def __post_init__(self) -> None:
-        if self.floor_under_tracker < self.floor:
-            object.__setattr__(self, "floor_under_tracker", self.floor)
 
     def format(self, value: float) -> str:
         if self.unit == "B":

@@ -335,7 +335,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 restarts += 1
                 report.restarts.append(f"{', '.join(jumps)} made one jump and stayed flat (a lazy initialisation): "
                                        f"measured again after {done} steps")
-            trends = _decide(series, watched, report, probe.tensors is not None)
+            trends = _decide(series, watched, report)
             if options.confirm and not report.stopped_by_budget and _needs_confirmation(trends):
                 report.stage = "confirmation"
                 first, start = trends, series.count - 1
@@ -343,7 +343,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 # step of the series: the readings go on from where the series stopped.
                 series.shift_from(probe.sample())
                 done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done)
-                trends = _decide(series, watched, report, probe.tensors is not None)
+                trends = _decide(series, watched, report)
                 if not report.stopped_by_budget:
                     trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
                               if name in first else trend for name, trend in trends.items()}
@@ -430,14 +430,14 @@ def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, cou
     return done
 
 
-def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report, tracking: bool) -> dict[str, Any]:
+def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report) -> dict[str, Any]:
     trends = {}
     for resource in watched:
         values = series.series(resource.name)
         if report.stopped_by_budget == resource.name:
             trends[resource.name] = decide_truncated(values, resource)
         elif len(values) >= 3:
-            trends[resource.name] = decide(values, resource, resource.floor_under_tracker if tracking else resource.floor)
+            trends[resource.name] = decide(values, resource)
     return trends
 
 

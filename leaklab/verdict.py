@@ -105,17 +105,16 @@ class Trend:
         return max(0, int((capacity - current) / self.per_step_bytes))
 
 
-def decide(samples: list[float], resource: Resource, floor: float | None = None) -> Trend:
-    """Verdict on a series whose first reading is the baseline taken after warm-up; ``floor``
-    replaces the resource's own floor (see :attr:`Resource.floor_under_tracker`)."""
-    floor = resource.floor if floor is None else floor
+def decide(samples: list[float], resource: Resource) -> Trend:
+    """Verdict on a series whose first reading is the baseline taken after warm-up."""
     if len(samples) < 3:
         raise ValueError(f"a verdict needs at least 3 readings (a baseline and 2 steps), got {len(samples)}")
     steps = len(samples) - 1
     half = samples[len(samples) // 2:]
     slope = theil_sen_slope(samples)
     tail_slope = theil_sen_slope(half)
-    noise = scatter(thin(samples)[0], slope * thin(samples)[1])
+    points, stride = thin(samples)
+    noise = scatter(points, slope * stride)
     bar = max(float(resource.quantum), SCATTER_FACTOR * noise)
     first, last = _thirds(samples)
     held = median(last) - median(first)
@@ -126,7 +125,7 @@ def decide(samples: list[float], resource: Resource, floor: float | None = None)
         slope > 0 and tail_slope > 0
         and predicted > bar
         and held > max(HELD_FRACTION * predicted, resource.quantum if resource.exact else bar)
-        and (resource.exact or slope > floor)
+        and (resource.exact or slope > resource.floor)
     )
     onset = 0
     rate = slope

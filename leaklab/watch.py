@@ -138,7 +138,7 @@ class Watch:
         too_short = report.error is None and series.count < 3
         try:
             if report.error is None and not too_short:
-                trends = _decide(series, probe.watched, report, probe.tensors is not None)
+                trends = _decide(series, probe.watched, report)
                 _keep(report, series, probe.watched, trends, self.device, self.options)
             probe.settle(clear_workspaces=True)
             report.leftover = _leftover(probe.watched, self._before, probe.sample())
