@@ -122,6 +122,12 @@ class Report:
     before_build: dict[str, int] = field(default_factory=dict)
     torch_version: str = torch.__version__
     name: str = ""
+    device_name: str = ""              # the machine's name for ``device``; filled in when empty
+    labels: dict[str, Any] = field(default_factory=dict)  # what the caller files the run under (a case, its role)
+
+    def __post_init__(self) -> None:
+        if not self.device_name:
+            self.device_name = device_name(self.device)
 
     # ----------------------------------------------------------------- the headline
     def _judged(self) -> list[ResourceResult]:
@@ -281,8 +287,9 @@ class Report:
         return "\n".join(rows)
 
     def to_json(self) -> dict[str, Any]:
-        """The object that ``leaklab check --json`` prints and results files store."""
-        return {
+        """The object that ``leaklab check --json`` prints and results files store; the labels
+        come last, at the top level. :func:`report_from_json` reads it back whole."""
+        data = {
             "name": self.name,
             "verdict": self.verdict,
             "exit_code": self.exit_code,
@@ -291,7 +298,7 @@ class Report:
             "per_step_bytes": self.per_step_bytes,
             "samples": self.samples,
             "device": self.device,
-            "device_name": device_name(self.device),
+            "device_name": self.device_name,
             "torch": self.torch_version,
             "steps": self.steps,
             "warmup": self.warmup,
@@ -336,11 +343,13 @@ class Report:
                 for name, r in self.resources.items()
             },
         }
+        data.update((key, value) for key, value in self.labels.items() if key not in data)
+        return data
 
 
 def device_name(device: str) -> str:
-    if device == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(device)
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
@@ -351,13 +360,23 @@ def device_name(device: str) -> str:
     return f"CPU: {platform.processor() or platform.machine()}"
 
 
+# Keys of :meth:`Report.to_json` that are worked out from the rest (the verdict, the headline),
+# so not read back; every other key either is a field or, unknown, becomes a label.
+_DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "samples", "released",
+            "median_step_seconds")
+_FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
+           "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
+           "uncertain", "garbage", "counters", "history")
+_KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
+
+
 def report_from_json(data: dict[str, Any]) -> Report:
     """Rebuild a :class:`Report` from :meth:`Report.to_json` (an isolated run's output, a results
-    file's run): every field the JSON has comes back."""
-    report = Report(device=data["device"], steps=data["steps"], warmup=data["warmup"], name=data.get("name", ""))
-    for key in ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
-                "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-                "uncertain", "garbage", "counters", "history"):
+    file's run): every field comes back, keys it does not know become labels, and
+    ``report_from_json(d).to_json() == d`` (a test holds every committed run to that)."""
+    report = Report(device=data["device"], steps=data["steps"], warmup=data["warmup"], name=data.get("name", ""),
+                    device_name=data.get("device_name") or "")
+    for key in _FIELDS:
         if data.get(key) is not None:
             setattr(report, key, data[key])
     report.torch_version = data.get("torch", report.torch_version)
@@ -369,4 +388,5 @@ def report_from_json(data: dict[str, Any]) -> Report:
         before = r.get("before", sorted(samples)[len(samples) // 2] - r["level_bytes"])
         report.resources[name] = ResourceResult(name, samples, trend, before, r.get("steps_to_exhaust"),
                                                 r.get("hours_to_exhaust"))
+    report.labels = {key: value for key, value in data.items() if key not in _KEYS}
     return report

@@ -469,14 +469,21 @@ def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], 
         report.resources[resource.name] = result
 
 
-def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0) -> list[str]:
-    """Give child processes the step started ``wait`` seconds to exit by themselves; terminate
-    those still running (then kill them after ``grace`` seconds). Returns one line for each
-    child that had to be stopped."""
+def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0, quiet: float = 2.0) -> list[str]:
+    """Give child processes the step started up to ``wait`` seconds to exit by themselves (the
+    wait ends early once ``quiet`` seconds pass with none exiting: a shut-down worker exits in
+    milliseconds, a ``sleep 600`` never); terminate those still running (then kill them after
+    ``grace`` seconds). Returns one line for each child that had to be stopped."""
     deadline = time.monotonic() + wait
+    quiet_until = time.monotonic() + quiet
+    running = None
     while True:
         left = [p for p in live_children() if p.pid not in existing]
-        if not left or time.monotonic() > deadline:
+        if running is not None and len(left) < running:
+            quiet_until = time.monotonic() + quiet
+        running = len(left)
+        now = time.monotonic()
+        if not left or now > deadline or now > quiet_until:
             break
         time.sleep(0.05)
     described = []

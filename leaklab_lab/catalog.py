@@ -12,11 +12,12 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
-from leaklab.verdict import GROWS, PLATEAU, format_bytes
+from leaklab.verdict import GROWS, PLATEAU, RAISES, format_bytes
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
-from leaklab_lab.results import case_runs, load_results
+from leaklab_lab.results import case_of, case_runs, load_results, role_of
 from leaklab_lab.seeds import claim_map
 
 CATALOG_PATH = ROOT / "CATALOG.md"
@@ -47,8 +48,8 @@ def _short_where(document: dict[str, Any]) -> str:
 def _verdict_pair(case: Case, document: dict[str, Any]) -> str:
     """``grows → bounded`` for a case in one results file (``–`` where it did not run)."""
     runs = case_runs(document, case.slug)
-    leak = [run["verdict"] for run in runs if run["role"] == "leak"]
-    fixes = [run["verdict"] for run in runs if run["role"] == "fix"]
+    leak = [run.verdict for run in runs if role_of(run) == "leak"]
+    fixes = [run.verdict for run in runs if role_of(run) == "fix"]
     if not leak:
         return "–"
     return f"{leak[0]} → {', '.join(fixes) or '–'}"
@@ -76,30 +77,30 @@ def _diff(case: Case, fix: Path) -> str:
     return "\n".join(diff)
 
 
-def _figure(run: dict[str, Any]) -> str:
-    if run["verdict"] == "raises":
-        return f"raises: {one_line(run['error'])}"
-    resource = run["resource"]
-    result = run["resources"][resource]
-    if run["verdict"] == GROWS:
-        return f"**grows** {format_bytes(result['per_step_bytes'])}/step in `{resource}`"
-    if run["verdict"] == PLATEAU:
-        return f"**plateau** in `{resource}` (rose {format_bytes(result['rise_bytes'])}, then flat)"
-    return f"bounded (`{resource}` level {format_bytes(result['level_bytes'])})"
+def _figure(run: Report) -> str:
+    if run.verdict == RAISES:
+        return f"raises: {one_line(run.error)}"
+    resource = run.resource
+    result = run.resources[resource]
+    if run.verdict == GROWS:
+        return f"**grows** {format_bytes(result.per_step_bytes)}/step in `{resource}`"
+    if run.verdict == PLATEAU:
+        return f"**plateau** in `{resource}` (rose {format_bytes(result.trend.rise_bytes)}, then flat)"
+    return f"bounded (`{resource}` level {format_bytes(result.level_bytes)})"
 
 
-def _others(run: dict[str, Any]) -> str:
+def _others(run: Report) -> str:
     parts = []
-    for name, result in run.get("resources", {}).items():
-        if name == run.get("resource"):
+    for name, result in run.resources.items():
+        if name == run.resource:
             continue
-        if result["verdict"] == GROWS:
-            parts.append(f"`{name}` grows {format_bytes(result['per_step_bytes'])}/step")
-        elif result["verdict"] == PLATEAU:
-            parts.append(f"`{name}` plateau +{format_bytes(result['rise_bytes'])}")
+        if result.verdict == GROWS:
+            parts.append(f"`{name}` grows {format_bytes(result.per_step_bytes)}/step")
+        elif result.verdict == PLATEAU:
+            parts.append(f"`{name}` plateau +{format_bytes(result.trend.rise_bytes)}")
         else:
             parts.append(f"`{name}` bounded")
-    for metric, values in run.get("metrics", {}).items():
+    for metric, values in run.metrics.items():
         if values:
             parts.append(f"{metric}: {values[0]:.4g} → {values[-1]:.4g} (mean {sum(values) / len(values):.3g})")
     return "; ".join(parts)
@@ -109,10 +110,10 @@ def _measured(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str
     rows = []
     for filename, document in results:
         for run in case_runs(document, case.slug):
-            script = run.get("script", "")
-            label = run["role"] + (f" (`{script}`)" if script and script != case.slug else "")
+            script = run.labels.get("script", "")
+            label = role_of(run) + (f" (`{script}`)" if script and script != case.slug else "")
             rows.append(f"| {_where(document)} | {label} | {_figure(run)} | {_others(run)} | "
-                        f"{run['steps']} steps after {run['warmup']} | [{filename}](results/{filename}) |")
+                        f"{run.steps} steps after {run.warmup} | [{filename}](results/{filename}) |")
     if not rows:
         return ["Not measured yet: no committed results file has this case."]
     return ["| where | twin | verdict | every other resource and metric | series | file |",
@@ -123,14 +124,14 @@ def _site(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     lines = []
     for _, document in results:
         for run in case_runs(document, case.slug):
-            if run["role"] == "leak":
-                if run.get("sites") and run["verdict"] in (GROWS, PLATEAU) and run["resource"] in ("cpu_tensors", "device_allocated"):
-                    site = run["sites"][0]
-                    lines.append(f"- {_where(document)}: allocated at `{Path(site['filename']).name}:{site['lineno']}` "
-                                 f"(`{site['code']}`), {format_bytes(site['bytes'])} alive at the end"
-                                 + (f", held by `{site['held_by']}`" if site.get("held_by") else ""))
-                elif run.get("history"):
-                    lines.append(f"- {_where(document)}: {one_line(run['history'], limit=400)}")
+            if role_of(run) == "leak":
+                site = run.leak_site
+                if site is not None:
+                    lines.append(f"- {_where(document)}: allocated at `{Path(site.filename).name}:{site.lineno}` "
+                                 f"(`{site.code}`), {format_bytes(site.bytes)} alive at the end"
+                                 + (f", held by `{site.held_by}`" if site.held_by else ""))
+                elif run.history:
+                    lines.append(f"- {_where(document)}: {one_line(run.history, limit=400)}")
     return lines
 
 
@@ -227,15 +228,14 @@ def attribution_hits(cases: list[Case], results: list[tuple[str, dict[str, Any]]
     rows = []
     for filename, document in results:
         for run in document["runs"].values():
-            case = by_slug.get(run.get("case"))
-            if (case is None or run["role"] != "leak" or not run.get("sites") or run["verdict"] not in (GROWS, PLATEAU)
-                    or run["resource"] not in ("cpu_tensors", "device_allocated")):
+            case = by_slug.get(case_of(run))
+            site = run.leak_site
+            if case is None or role_of(run) != "leak" or site is None:
                 continue
-            site = run["sites"][0]
-            hit = case.names_its_leak(site["filename"], site.get("code", ""), site.get("held_by", ""))
-            held = f", held by `{site['held_by']}`" if site.get("held_by") else ""
-            rows.append((case.slug, filename, hit, f"`{Path(site['filename']).name}:{site['lineno']}` "
-                                                   f"(`{site.get('code', '').split('#')[0].strip()}`){held}"))
+            hit = case.names_its_leak(site.filename, site.code, site.held_by)
+            held = f", held by `{site.held_by}`" if site.held_by else ""
+            rows.append((case.slug, filename, hit, f"`{Path(site.filename).name}:{site.lineno}` "
+                                                   f"(`{site.code.split('#')[0].strip()}`){held}"))
     return rows
 
 

@@ -156,8 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if plot_path:
             from leaklab_lab.plot import plot_case
 
-            leak_json, fixes_json = reports["leak"][0].to_json(), [r.to_json() for r in reports["fix"]]
-            _write("curves", plot_path, lambda: plot_case(case, leak_json, fixes_json, plot_path))  # noqa: B023
+            _write("curves", plot_path, lambda: plot_case(case, reports["leak"][0], reports["fix"], plot_path))  # noqa: B023
             print(f"curves written to {plot_path}", file=sys.stderr)
     print(format_table(rows))
     if args.results:

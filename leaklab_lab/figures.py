@@ -20,13 +20,15 @@ the catalog lists every such figure, so a missing measurement is never silent.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from leaklab.report import Report, ResourceResult
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.verdict import format_bytes
 from leaklab_lab.cases import Case
-from leaklab_lab.results import case_runs
+from leaklab_lab.results import case_runs, role_of
 
 # The results file each DEVICE of a placeholder reads (under results/). Change these when the
 # catalog's figures are re-measured into a new file.
@@ -38,7 +40,9 @@ NOT_MEASURED = "(not measured)"
 # comprehension in a code span, `{k: v for ...}`, is not one).
 PLACEHOLDER = re.compile(r"\{([A-Za-z_]+):([A-Za-z0-9_]+):([A-Za-z0-9_.]+)\}")
 _BYTES = ("per_step", "level", "rise", "peak")
-_BYTE_KEYS = {"per_step": "per_step_bytes", "level": "level_bytes", "rise": "rise_bytes", "peak": "peak_bytes"}
+_BYTE_VALUES: dict[str, Callable[[ResourceResult], float]] = {
+    "per_step": lambda r: r.per_step_bytes, "level": lambda r: r.level_bytes,
+    "rise": lambda r: r.trend.rise_bytes, "peak": lambda r: r.peak_bytes}
 _STATS = ("first", "last", "mean", "min", "max")
 
 # A figure written by hand: bytes with a unit, or a ratio (`1.8x`, `2×`); `3x32x32` (a shape)
@@ -129,12 +133,12 @@ def _validate(case: Case, device: str, run_name: str, quantity: str, placeholder
                f"(RESOURCE one of {', '.join(RESOURCES)}), metric.NAME.STAT, verdict, error or failed_step")
 
 
-def _find_run(case: Case, document: dict[str, Any], run_name: str) -> dict[str, Any] | None:
+def _find_run(case: Case, document: dict[str, Any], run_name: str) -> Report | None:
     for run in case_runs(document, case.slug):
-        if run_name == "leak" and run["role"] == "leak":
+        if run_name == "leak" and role_of(run) == "leak":
             return run
-        if run["role"] == "fix":
-            script = run.get("script") or case.slug
+        if role_of(run) == "fix":
+            script = run.labels.get("script") or case.slug
             if (run_name == "fix" and script == case.fixes[0].stem) or script == run_name:
                 return run
     return None
@@ -150,16 +154,16 @@ def head_of(quantity: str) -> str:
     return quantity.partition(".")[0]
 
 
-def _quantity(run: dict[str, Any], quantity: str) -> str | None:
+def _quantity(run: Report, quantity: str) -> str | None:
     if quantity == "verdict":
-        return run["verdict"]
+        return run.verdict
     if quantity == "error":
-        return one_line(run["error"]) if run.get("error") else None
+        return one_line(run.error) if run.error else None
     if quantity == "failed_step":
-        return None if run.get("failed_step") is None else str(run["failed_step"])
+        return None if run.failed_step is None else str(run.failed_step)
     if head_of(quantity) == "garbage":
         # The median per step of what the garbage collector freed before each reading.
-        values = sorted(run.get("garbage", {}).get(quantity.split(".")[1]) or [])
+        values = sorted(run.garbage.get(quantity.split(".")[1]) or [])
         if not values:
             return None
         middle = values[len(values) // 2]
@@ -167,18 +171,18 @@ def _quantity(run: dict[str, Any], quantity: str) -> str | None:
     head, _, rest = quantity.partition(".")
     if head == "metric":
         name, _, stat = rest.rpartition(".")
-        values = run.get("metrics", {}).get(name)
+        values = run.metrics.get(name)
         if not values:
             return None
         stats = {"first": values[0], "last": values[-1], "mean": sum(values) / len(values),
                  "min": min(values), "max": max(values)}
         return _number(stats[stat])
-    result = run.get("resources", {}).get(head)
+    result = run.resources.get(head)
     if result is None:
         return None
     if rest == "verdict":
-        return result["verdict"]
-    return format_bytes(result[_BYTE_KEYS[rest]])
+        return result.verdict
+    return format_bytes(_BYTE_VALUES[rest](result))
 
 
 def one_line(text: str, limit: int = 240) -> str:

@@ -18,11 +18,10 @@ from typing import Any
 import torch
 
 from leaklab.files import atomic_write, check_writable
-from leaklab.report import Report, device_name
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, format_bytes
+from leaklab.report import Report, device_name, report_from_json
+from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, format_bytes
 
-FORMAT = 1
-# The fields a results file keeps of a report (the full per-step series included).
+FORMAT = 1  # a run is Report.to_json() with the lab's labels; see entry()
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -53,11 +52,11 @@ def cuda_driver_version() -> str | None:
         return None
 
 
-def entry(report: Report, **extra: Any) -> dict[str, Any]:
-    data = report.to_json()
-    kept = dict(data)  # all of it: a run read back from a file is the run that was written
-    kept.update(extra)
-    return kept
+def entry(report: Report, **labels: Any) -> dict[str, Any]:
+    """A run as a results file keeps it: all of the report (read back, it is the same report)
+    with the lab's labels (case, role, script)."""
+    report.labels.update(labels)
+    return report.to_json()
 
 
 def write_results(path: str | Path, entries: list[dict[str, Any]], device: str, note: str = "",
@@ -185,13 +184,35 @@ def load_results(path: str | Path, need_runs: bool = False) -> dict[str, Any]:
         raise ResultsError(f"{path} {problem}" if problem.startswith(("is ", "has ", "holds ")) else f"{path}: {problem}")
     if need_runs and not document["runs"]:
         raise ResultsError(f"{path} has no runs to compare (a bench file, or an empty run?)")
+    document["runs"] = {key: _report(path, key, run) for key, run in document["runs"].items()}
     return document
 
 
-def case_runs(document: dict[str, Any], slug: str) -> list[dict[str, Any]]:
+def _report(path: Path, key: str, run: dict[str, Any]) -> Report:
+    """One run of a results file as the :class:`Report` it was written from."""
+    try:
+        report = report_from_json(run)
+    except KeyError as exc:
+        raise ResultsError(f"{path}: run {key!r} has no {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ResultsError(f"{path}: run {key!r} cannot be read as a run: {exc}") from None
+    if report.verdict != run["verdict"]:  # edited by hand, or written by another rule
+        raise ResultsError(f"{path}: run {key!r} says verdict {run['verdict']!r}, its resources say {report.verdict!r}")
+    return report
+
+
+def case_of(run: Report) -> str | None:
+    return run.labels.get("case")
+
+
+def role_of(run: Report) -> str | None:
+    return run.labels.get("role")
+
+
+def case_runs(document: dict[str, Any], slug: str) -> list[Report]:
     """A case's runs in a results document: the leak first, then its fixes, by name."""
-    runs = [run for run in document["runs"].values() if run.get("case") == slug]
-    return sorted(runs, key=lambda run: (run["role"] != "leak", run["name"]))
+    runs = [run for run in document["runs"].values() if case_of(run) == slug]
+    return sorted(runs, key=lambda run: (role_of(run) != "leak", run.name))
 
 
 # --------------------------------------------------------------------------- compare
@@ -221,14 +242,14 @@ def time_ratio(document: dict[str, Any], key: str) -> tuple[float, float, float]
     (the run's lower quartile over the fix's upper one, and the other way round). None for the
     reference itself, a run of no case, or too few step times."""
     run = document["runs"][key]
-    slug = run.get("case")
+    slug = case_of(run)
     if not slug:
         return None
     fixes = [(k, r) for k, r in sorted(document["runs"].items())
-             if r.get("case") == slug and r.get("role") == "fix" and r["device"] == run["device"]]
+             if case_of(r) == slug and role_of(r) == "fix" and r.device == run.device]
     if not fixes or fixes[0][0] == key:
         return None
-    run_times, fix_times = run.get("step_seconds") or [], fixes[0][1].get("step_seconds") or []
+    run_times, fix_times = run.step_seconds, fixes[0][1].step_seconds
     if len(run_times) < 4 or len(fix_times) < 4 or min(fix_times) <= 0:
         return None
     (r1, r2, r3), (f1, f2, f3) = _quartiles(run_times), _quartiles(fix_times)
@@ -253,35 +274,35 @@ def compare(old: dict[str, Any], new: dict[str, Any], tolerance: float = 0.25) -
     for name in sorted(set(old_runs) | set(new_runs)):
         if name not in new_runs:
             if name in skipped:
-                changes.append(Change(name, "skipped", old_runs[name]["verdict"], f"skipped: {skipped[name]}", False))
+                changes.append(Change(name, "skipped", old_runs[name].verdict, f"skipped: {skipped[name]}", False))
             else:
-                changes.append(Change(name, "run missing", old_runs[name]["verdict"], "missing (no reason)", True))
+                changes.append(Change(name, "run missing", old_runs[name].verdict, "missing (no reason)", True))
             continue
         if name not in old_runs:
-            changes.append(Change(name, "new run", "missing", new_runs[name]["verdict"], False))
+            changes.append(Change(name, "new run", "missing", new_runs[name].verdict, False))
             continue
         before, after = old_runs[name], new_runs[name]
         role = _role(name)
-        if before["verdict"] != after["verdict"]:
+        if before.verdict != after.verdict:
             regression = (
-                (role == "fix" and before["verdict"] == BOUNDED and after["verdict"] in (GROWS, PLATEAU))
-                or (role == "leak" and before["verdict"] in (GROWS, PLATEAU) and after["verdict"] == BOUNDED)
-                or after["verdict"] == "raises" and before["verdict"] != "raises"
-                or before["verdict"] == "raises" and after["verdict"] != "raises"
+                (role == "fix" and before.verdict == BOUNDED and after.verdict in (GROWS, PLATEAU))
+                or (role == "leak" and before.verdict in (GROWS, PLATEAU) and after.verdict == BOUNDED)
+                or after.verdict == RAISES and before.verdict != RAISES
+                or before.verdict == RAISES and after.verdict != RAISES
             )
             # A verdict the confirmation pass changed in either run could flip: it is reported as
             # uncertain, not as a regression.
-            unsure = sorted(set(before.get("uncertain") or []) | set(after.get("uncertain") or []))
+            unsure = sorted(set(before.uncertain) | set(after.uncertain))
             what = f"verdict (uncertain: {', '.join(unsure)})" if regression and unsure else "verdict"
-            changes.append(Change(name, what, before["verdict"], after["verdict"], regression and not unsure))
-        for resource, result in after["resources"].items():
-            previous = before["resources"].get(resource)
+            changes.append(Change(name, what, before.verdict, after.verdict, regression and not unsure))
+        for resource, result in after.resources.items():
+            previous = before.resources.get(resource)
             if previous is None:
                 continue
-            if previous["verdict"] != result["verdict"] and resource != after.get("resource"):
-                changes.append(Change(name, f"{resource} verdict", previous["verdict"], result["verdict"], False))
-            a, b = previous["per_step_bytes"], result["per_step_bytes"]
-            floor = result.get("floor_bytes", 0)
+            if previous.verdict != result.verdict and resource != after.resource:
+                changes.append(Change(name, f"{resource} verdict", previous.verdict, result.verdict, False))
+            a, b = previous.per_step_bytes, result.per_step_bytes
+            floor = result.trend.floor_bytes
             scale = max(abs(a), abs(b), floor)
             if scale and abs(b - a) > tolerance * scale and max(abs(a), abs(b)) > floor:
                 changes.append(Change(name, f"{resource} bytes/step", format_bytes(a), format_bytes(b), False))

@@ -89,8 +89,8 @@ def test_placeholders_render_the_committed_figures():
     leak, fix = runs["cpu/hook_caching:leak"], runs["cpu/hook_caching:fix"]
     text = Figures.from_results(results).render(case, "{cpu:leak:cpu_tensors.per_step}/step, {cpu:leak:verdict}, "
                                                       "{cpu:fix:cpu_tensors.level}, {cpu:leak:metric.held_tensors.last}")
-    assert text == (f"{format_bytes(leak['resources']['cpu_tensors']['per_step_bytes'])}/step, {leak['verdict']}, "
-                    f"{format_bytes(fix['resources']['cpu_tensors']['level_bytes'])}, {int(leak['metrics']['held_tensors'][-1]):,}")
+    assert text == (f"{format_bytes(leak.resources['cpu_tensors'].per_step_bytes)}/step, {leak.verdict}, "
+                    f"{format_bytes(fix.resources['cpu_tensors'].level_bytes)}, {int(leak.metrics['held_tensors'][-1]):,}")
 
 
 @pytest.mark.parametrize("placeholder", [
@@ -133,8 +133,11 @@ def test_strict_rendering_fails_on_a_figure_not_in_the_results(tmp_path):
 
 
 def test_a_multi_line_error_stays_on_one_table_line():
-    run = {"verdict": "raises", "error": "RuntimeError: Caught RuntimeError in worker 0.\nOriginal Traceback:\n"
-                                         "  File 'x.py', line 3\nRuntimeError: a | b"}
+    from leaklab.report import Report
+
+    run = Report(device="cpu", steps=2, warmup=0, device_name="CPU",
+                 error="RuntimeError: Caught RuntimeError in worker 0.\nOriginal Traceback:\n"
+                       "  File 'x.py', line 3\nRuntimeError: a | b")
     cell = _figure(run)
     assert "\n" not in cell and "a \\| b" in cell and "Caught RuntimeError" in cell
     assert "\n" not in one_line("first\nsecond | third")

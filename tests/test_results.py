@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from leaklab.cli import main
+from leaklab.report import Report, ResourceResult
+from leaklab.verdict import BOUNDED, RAISES, Trend
 from leaklab_lab.cases import ROOT, load_case, run_case
 from leaklab_lab.results import entry, write_results
 
@@ -53,7 +55,8 @@ def test_a_fix_edited_to_leak_is_a_regression_against_the_committed_results(tmp_
 
 def _verdict_of_fix_set_to(path: Path, verdict: str, tmp_path: Path) -> Path:
     document = json.loads(path.read_text())
-    document["runs"]["cpu/loss_accumulation:fix"]["verdict"] = verdict
+    run = document["runs"]["cpu/loss_accumulation:fix"]
+    run["verdict"] = run["resources"][run["resource"]]["verdict"] = verdict  # the verdict is its resources'
     planted = tmp_path / f"planted-{verdict}.json"
     planted.write_text(json.dumps(document))
     return planted
@@ -76,12 +79,13 @@ def test_two_identical_runs_compare_clean(tmp_path, capsys):
 # --------------------------------------------------------------------------- compare, on made-up files
 def _run(case: str, role: str, verdict: str = "bounded", times: list[float] | None = None,
          per_step: float = 0.0) -> dict:
+    """A run as a results file keeps it, made the way leaklab makes one: a report, to JSON."""
     times = times or [0.010] * 8
-    name = f"{case}:{role}"
-    return {"name": name, "case": case, "role": role, "script": case, "device": "cpu", "verdict": verdict,
-            "resource": "cpu_tensors", "per_step_bytes": per_step, "median_step_seconds": sorted(times)[len(times) // 2],
-            "step_seconds": times, "error": None,
-            "resources": {"cpu_tensors": {"verdict": verdict, "per_step_bytes": per_step, "floor_bytes": 1024.0}}}
+    trend = Trend(BOUNDED if verdict == RAISES else verdict, per_step, per_step, 0.0, 1024.0)
+    report = Report(device="cpu", steps=len(times), warmup=1, name=f"{case}:{role}", device_name="CPU",
+                    step_seconds=times, error="RuntimeError: boom" if verdict == RAISES else None)
+    report.resources["cpu_tensors"] = ResourceResult("cpu_tensors", [0] * (len(times) + 1), trend, 0)
+    return entry(report, case=case, role=role, script=case)
 
 
 def _document(*runs: dict, skipped: dict | None = None) -> dict:
@@ -141,8 +145,8 @@ def test_a_slower_machine_is_not_a_step_time_change(tmp_path, capsys):
     # everything 3x slower: the leak's time against its fix's has not moved
     old = _document(_run("a", "leak", "grows", [0.02, 0.021, 0.019, 0.02, 0.022, 0.02], 8192.0),
                     _run("a", "fix", times=[0.01, 0.011, 0.0095, 0.01, 0.0105, 0.01]))
-    new = _document(*(dict(run, step_seconds=[3 * t for t in run["step_seconds"]],
-                           median_step_seconds=3 * run["median_step_seconds"]) for run in old["runs"].values()))
+    new = _document(*(_run("a", role, verdict, [3 * t for t in run["step_seconds"]], run["per_step_bytes"])
+                      for (role, verdict), run in zip((("leak", "grows"), ("fix", "bounded")), old["runs"].values(), strict=True)))
     code, out, _ = _compare(tmp_path, capsys, old, new)
     assert code == 0 and "step time" not in out
 
@@ -196,6 +200,10 @@ def _malformed() -> list:
         pytest.param(edited(lambda d: d["runs"]["cpu/a:fix"].__setitem__("resources", [])),
                      "resources is a list", id="resources-a-list"),
         pytest.param(edited(lambda d: d.__setitem__("runs", [])), "'runs' is a list", id="runs-a-list"),
+        pytest.param(edited(lambda d: d["runs"]["cpu/a:fix"].__setitem__("verdict", "grows")),
+                     "run 'cpu/a:fix' says verdict 'grows', its resources say 'bounded'", id="verdict-not-its-resources"),
+        pytest.param(edited(lambda d: d["runs"]["cpu/a:fix"].pop("steps")), "run 'cpu/a:fix' has no 'steps'",
+                     id="run-without-steps"),
         pytest.param(edited(lambda d: d.__setitem__("runs", {})), "has no runs to compare", id="no-runs"),
     ]
 
@@ -221,15 +229,30 @@ def test_committed_results_say_where_and_when(path):
     assert document["note"], "a committed results file says where and why it was made"
 
 
-def test_a_verdict_change_marked_uncertain_is_reported_not_failed():
-    from leaklab_lab.results import compare
+def test_a_verdict_change_marked_uncertain_is_reported_not_failed(tmp_path):
+    from leaklab_lab.results import compare, load_results
 
     def document(verdict, uncertain):
-        run = {"verdict": verdict, "resource": "host_heap", "uncertain": uncertain, "resources": {},
-               "median_step_seconds": None}
-        return {"runs": {"cpu/x:fix": run}, "environment": {}}
+        run = _run("x", "fix", verdict)
+        run["uncertain"] = uncertain
+        path = tmp_path / f"{verdict}-{len(uncertain)}.json"
+        path.write_text(json.dumps(_document(run)))
+        return load_results(path)
 
-    changes = compare(document("bounded", []), document("grows", ["host_heap"]))
-    assert [c.regression for c in changes] == [False] and "uncertain: host_heap" in changes[0].what
+    changes = compare(document("bounded", []), document("grows", ["cpu_tensors"]))
+    assert [c.regression for c in changes] == [False] and "uncertain: cpu_tensors" in changes[0].what
     changes = compare(document("bounded", []), document("grows", []))  # the mutation: without the mark it fails
     assert [c.regression for c in changes] == [True]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "results").glob("*.json")) + sorted((ROOT / "results" / "matrix").glob("*.json")),
+                         ids=lambda p: p.name)
+def test_a_committed_run_is_one_report_read_back_without_loss(path):
+    """A run is one object: every run of every committed results file, read back as the Report
+    it was written from, writes the same JSON again (verdict, headline and summary recomputed)."""
+    from leaklab_lab.results import load_results
+
+    raw = json.loads(path.read_text())["runs"]
+    for key, report in load_results(path)["runs"].items():
+        assert isinstance(report, Report)
+        assert json.loads(json.dumps(report.to_json())) == raw[key], key
