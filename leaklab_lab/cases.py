@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
 from leaklab.report import Report, report_from_json
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.resources import Resource
@@ -42,6 +46,8 @@ SYMPTOMS = (
 )
 NOT_CASES = {"seed_claims.toml"}  # the seed documents' claims (leaklab_lab.seeds), not a case
 _GENERIC_HOLDER_NAMES = {"cache", "keys", "values", "items", "__traceback__", "self"}
+TORCH_RANGE = "torch"  # expect.<device>.<role>."torch>=2.6,<2.12": expectations for those versions only
+_CHECKS = ("raises", "metrics", "level_over_fix", "released")
 _REQUIRED = ("title", "seed", "claim", "claim_status", "resource", "symptoms", "what", "why", "expect")
 
 
@@ -84,8 +90,16 @@ class Case:
             attribute=attribute,
         )
 
-    def expected(self, device: str, role: str) -> dict[str, Any]:
-        return self.meta["expect"].get(device, {}).get(role, {})
+    def expected(self, device: str, role: str, torch_version: str = torch.__version__) -> dict[str, Any]:
+        """What a run should show here: ``expect.<device>.<role>``, with the keys of each of its
+        ``"torch<range>"`` tables whose range holds ``torch_version`` on top (a mechanism that
+        behaves differently on some torch versions names them)."""
+        table = self.meta["expect"].get(device, {}).get(role, {})
+        merged = {key: value for key, value in table.items() if not key.startswith(TORCH_RANGE)}
+        for key, override in table.items():
+            if key.startswith(TORCH_RANGE) and torch_in(key, torch_version):
+                merged.update(override)
+        return merged
 
     def scripts(self, role: str) -> list[Path]:
         return [self.leak] if role == "leak" else self.fixes
@@ -154,12 +168,30 @@ def load_case(toml_path: Path) -> Case:
         for role, expectation in roles.items():
             if device not in ("cpu", "cuda") or role not in ROLES:
                 raise CaseError(f"{toml_path}: expect.{device}.{role} is not a device.role")
-            for key, value in expectation.items():
-                if key in RESOURCES and value not in VERDICTS:
-                    raise CaseError(f"{toml_path}: expect.{device}.{role}.{key} = {value!r} is not a verdict")
-                if key not in RESOURCES and key not in ("raises", "metrics", "level_over_fix", "released"):
-                    raise CaseError(f"{toml_path}: expect.{device}.{role}.{key} is not a resource or check")
+            ranges = {key: value for key, value in expectation.items() if key.startswith(TORCH_RANGE)}
+            for where, table in [(f"expect.{device}.{role}", expectation),
+                                 *((f'expect.{device}.{role}."{key}"', value) for key, value in ranges.items())]:
+                if not isinstance(table, dict):
+                    raise CaseError(f"{toml_path}: {where} must be a table")
+                for key, value in table.items():
+                    if key in ranges and table is expectation:
+                        try:
+                            SpecifierSet(key[len(TORCH_RANGE):])
+                        except InvalidSpecifier:
+                            raise CaseError(f"{toml_path}: {where}.\"{key}\" is not a torch version range "
+                                            "(e.g. \"torch>=2.6,<2.12\")") from None
+                        continue
+                    if key in RESOURCES and value not in VERDICTS:
+                        raise CaseError(f"{toml_path}: {where}.{key} = {value!r} is not a verdict")
+                    if key not in RESOURCES and key not in _CHECKS:
+                        raise CaseError(f"{toml_path}: {where}.{key} is not a resource or check")
     return Case(slug, meta, leak, fixes, toml_path)
+
+
+def torch_in(key: str, torch_version: str) -> bool:
+    """Whether ``torch_version`` (``2.11.0+cu130``) is in the range of a ``"torch<range>"`` key."""
+    version = Version(torch_version.split("+")[0])
+    return SpecifierSet(key[len(TORCH_RANGE):]).contains(version, prereleases=True)
 
 
 def discover(root: Path = ROOT) -> list[Case]:

@@ -15,6 +15,7 @@ from typing import Any
 from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, RAISES, format_bytes
+from leaklab_lab import versions
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_of, case_runs, load_results, role_of
@@ -383,6 +384,13 @@ def render(root: Path = ROOT, strict: bool = False) -> str:
         out.append(f"| [`{case.slug}`](#{_anchor(case)}) | `{case.meta['resource']}` | {case.meta['seed']} | "
                    f"{case.meta['claim_status']} | " + " | ".join(cells) + " |")
     out.append("")
+    matrix = versions.load_matrix(root / versions.MATRIX_DIR)
+    if strict:
+        unexplained = versions.unexplained(cases, versions.build(cases, matrix))
+        if unexplained:
+            raise FigureError("verdicts that changed between torch versions with no versions_note: "
+                              + "; ".join(f"{c.run} {c.older}→{c.newer} {c.was}→{c.now}" for c in unexplained))
+    out += versions.render(cases, matrix)
     out += _claims(cases, root / "cases" / "seed_claims.toml")
     out += entries
     out += _resources_table()

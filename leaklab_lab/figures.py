@@ -33,7 +33,7 @@ from leaklab_lab.results import case_runs, role_of
 # The results file each DEVICE of a placeholder reads (under results/). Change these when the
 # catalog's figures are re-measured into a new file.
 FIGURE_SOURCES = {"cpu": "cpu-torch2.14.1.json", "cuda": "h200-torch2.11.0.json"}
-TEXT_FIELDS = ("what", "why", "claim_note", "fix_changes_training", "known_problems")
+TEXT_FIELDS = ("what", "why", "claim_note", "fix_changes_training", "known_problems", "versions_note")
 NOT_MEASURED = "(not measured)"
 
 # Anything shaped like a placeholder: three colon-separated words in braces, no spaces (a dict
