@@ -168,22 +168,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- compare / catalog
 def cmd_compare(args: argparse.Namespace) -> int:
-    from leaklab_lab.results import ResultsError, compare, format_changes, load_results
+    from leaklab_lab.results import ResultsError, compare_text, load_results
 
     try:
         old, new = load_results(args.old, need_runs=True), load_results(args.new, need_runs=True)
     except ResultsError as exc:
         raise BadInput(str(exc)) from exc
-    changes = compare(old, new, tolerance=args.tolerance)
-    print(f"old: torch {old['environment']['torch']} on {old['environment']['device_name']}")
-    print(f"new: torch {new['environment']['torch']} on {new['environment']['device_name']}")
-    print(format_changes(changes))
-    failing = [c for c in changes if c.regression]
-    missing = sum(c.what == "run missing" for c in failing)
-    skipped = sum(c.what == "skipped" for c in changes)
-    print(f"compare: {len(set(old['runs']) & set(new['runs']))} runs in both, {len(failing) - missing} regression(s), "
-          f"{missing} missing without a reason, {skipped} skipped with one")
-    return EXIT_GROWS if failing else EXIT_OK
+    text, fails = compare_text(old, new, tolerance=args.tolerance)
+    print(text)
+    return EXIT_GROWS if fails else EXIT_OK
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

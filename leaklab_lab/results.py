@@ -320,3 +320,17 @@ def format_changes(changes: list[Change]) -> str:
     for c in changes:
         lines.append(f"{c.run:<{width}}  {c.what:<26} {c.old:>14} -> {c.new:<22} {'YES' if c.regression else ''}")
     return "\n".join(lines)
+
+
+def compare_text(old: dict[str, Any], new: dict[str, Any], tolerance: float = 0.25) -> tuple[str, bool]:
+    """What ``leaklab compare`` prints for two results documents, and whether it fails."""
+    changes = compare(old, new, tolerance=tolerance)
+    failing = [c for c in changes if c.regression]
+    missing = sum(c.what == "run missing" for c in failing)
+    skipped = sum(c.what == "skipped" for c in changes)
+    lines = [f"old: torch {old['environment']['torch']} on {old['environment']['device_name']}",
+             f"new: torch {new['environment']['torch']} on {new['environment']['device_name']}",
+             format_changes(changes),
+             f"compare: {len(set(old['runs']) & set(new['runs']))} runs in both, {len(failing) - missing} regression(s), "
+             f"{missing} missing without a reason, {skipped} skipped with one"]
+    return "\n".join(lines), bool(failing)

@@ -19,7 +19,7 @@ from packaging.version import Version
 from leaklab.report import Report
 from leaklab.verdict import GROWS, PLATEAU, RAISES
 from leaklab_lab.cases import Case
-from leaklab_lab.results import case_of, compare, load_results
+from leaklab_lab.results import case_of, compare, compare_text, load_results
 
 MATRIX_DIR = "results/matrix"
 
@@ -117,6 +117,11 @@ def render(cases: list[Case], matrix: list[tuple[str, str, dict[str, Any]]]) -> 
            "| --- |" + " --- |" * len(table.versions)]
     out += [f"| `{key.split('/', 1)[1]}` | " + " | ".join(cells) + " |" for key, cells in table.rows]
     out.append("")
+    (older_file, older, before), (newer_file, newer, after) = matrix[-2] if len(matrix) > 1 else matrix[0], matrix[-1]
+    text, fails = compare_text(before, after)
+    out += [f"What the CI recipe ([docs/torch-upgrade.md](docs/torch-upgrade.md)) prints for the two newest versions, "
+            f"torch {older} and {newer} (exit {1 if fails else 0}):", "", "```",
+            f"$ leaklab compare {MATRIX_DIR}/{older_file} {MATRIX_DIR}/{newer_file}", text, "```", ""]
     if not table.changes:
         out += ["No verdict changed between adjacent versions.", ""]
         return out

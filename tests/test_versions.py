@@ -76,3 +76,14 @@ def test_an_expectation_can_name_the_torch_versions_it_holds_for(tmp_path):
 def test_a_bad_version_range_is_refused_naming_it(tmp_path, extra, message):
     with pytest.raises(CaseError, match=message):
         _case_with(tmp_path, extra)
+
+
+def test_the_recipes_compare_runs_clean_between_adjacent_versions(capsys):
+    from leaklab.cli import main
+
+    matrix = versions.load_matrix(ROOT / versions.MATRIX_DIR)
+    for (older, _, _), (newer, _, _) in zip(matrix, matrix[1:], strict=False):
+        code = main(["compare", str(ROOT / versions.MATRIX_DIR / older), str(ROOT / versions.MATRIX_DIR / newer)])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "0 regression(s), 0 missing without a reason" in out.splitlines()[-1]

@@ -3,7 +3,7 @@
 # its torchvision and this checkout installed editable with its `test` extra, then
 # `leaklab run --device cpu --results <results-dir>/cpu-torch<version>.json` in it.
 #
-#   bash tools/torch_matrix.sh                      # default versions, results into results/
+#   bash tools/torch_matrix.sh                      # default versions, results into results/matrix/
 #   bash tools/torch_matrix.sh 2.15.0 2.11.0        # only these
 #   bash tools/torch_matrix.sh --install-only       # build the environments, run nothing
 #   bash tools/torch_matrix.sh --results-dir /tmp/trial --pytest
@@ -13,7 +13,7 @@
 #                                         (default /work/venvs; keep it outside the checkout)
 #   --logs DIR         LEAKLAB_LOGS       timings.tsv, and each invocation's logs in DIR/<UTC time>/
 #                                         (default <venvs>/logs)
-#   --results-dir DIR  LEAKLAB_RESULTS    where cpu-torch<version>.json goes (default results/)
+#   --results-dir DIR  LEAKLAB_RESULTS    where cpu-torch<version>.json goes (default results/matrix/)
 #   --python EXE       LEAKLAB_PYTHON     the interpreter the environments are made from (python3)
 #   --install-only     build or refresh the environments, run nothing
 #   --pytest           also run the CPU test suite in each environment (log only)
@@ -28,7 +28,7 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENVS=${LEAKLAB_VENVS:-/work/venvs}
 LOGS=${LEAKLAB_LOGS:-}
-RESULTS=${LEAKLAB_RESULTS:-$REPO/results}
+RESULTS=${LEAKLAB_RESULTS:-$REPO/results/matrix}
 PYTHON=${LEAKLAB_PYTHON:-python3}
 INSTALL_ONLY=0 PYTEST=0 REBUILD=0
 VERSIONS=()
