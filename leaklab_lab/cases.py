@@ -107,11 +107,12 @@ class Case:
     def markers(self, device: str) -> list[str]:
         """The pytest markers (see leaklab.marks) a run of this case on ``device`` needs."""
         names = ["cuda"] if device == "cuda" else []
-        if int(self.meta.get("needs_gpus", 1)) >= 2:
+        if int(self.meta.get("needs_gpus", 1)) >= 2 and device == "cuda":  # the CPU form runs its ranks anywhere
             names.append("multi_gpu")
         if "IPython" in self.meta.get("extra_imports", []):
             names.append("needs_ipython")
-        if self.meta.get("slow"):
+        slow = self.meta.get("slow", False)  # true, or the devices on which it is slow
+        if slow is True or (isinstance(slow, list) and device in slow):
             names.append("slow")
         return names
 
