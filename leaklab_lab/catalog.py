@@ -20,6 +20,7 @@ from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_of, case_runs, load_results, role_of
 from leaklab_lab.seeds import claim_map
+from leaklab_lab.timing import ALL_DEFAULTS
 
 CATALOG_PATH = ROOT / "CATALOG.md"
 RESULTS_DIR = ROOT / "results"
@@ -268,8 +269,11 @@ def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]
     for _, document in results:
         costs = document.get("benchmarks", {}).get("probe_costs")
         if costs:
-            parts = ", ".join(f"`{resource}` {row['median_us']:.1f} µs" for resource, row in costs.items())
-            out.append(f"- **One reading of each resource** ({_short_where(document)}, median): {parts}.")
+            whole = costs.get(ALL_DEFAULTS)
+            parts = ", ".join(f"`{resource}` {row['median_us']:.1f} µs" for resource, row in costs.items() if resource != ALL_DEFAULTS)
+            out.append(f"- **One reading of each resource** ({_short_where(document)}, median): {parts}"
+                       + (f"; one sample of all of them together (what a check takes after each step): "
+                          f"{whole['median_us']:.1f} µs" if whole else "") + ".")
     found = _bench(results, "tracker_overhead_cpu")
     if found:
         filename, document = found
