@@ -77,6 +77,19 @@ def host_heap_bytes() -> int:
     return int(psutil.Process().memory_full_info().uss)
 
 
+def resident_anonymous_bytes() -> int:
+    """The process's resident anonymous memory (RssAnon in /proc/self/status): what the OS
+    charges it, free-but-held heap pages and fragmentation included; 0 where there is no /proc."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 # --------------------------------------------------------------------------- cpu tensors
 @dataclass
 class _Storage:

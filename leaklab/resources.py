@@ -98,6 +98,12 @@ def _pinned_host(reading: Reading) -> int:
     return pinned_host_bytes() or 0
 
 
+def _host_rss(reading: Reading) -> int:
+    from leaklab.measure import resident_anonymous_bytes
+
+    return resident_anonymous_bytes()
+
+
 def _worker_memory(reading: Reading) -> int:
     from leaklab.measure import worker_uss_bytes
 
@@ -184,9 +190,18 @@ DEVICE_PEAK = Resource(
     # Opt-in: resetting the peak after every reading changes what the step's own
     # torch.cuda.max_memory_allocated() returns (fragmentation's reserved/peak metric did).
     optional=True)
+# Opt-in: resident memory moves with first touches of pages, thread stacks and the allocator
+# giving pages back, so a default watch would call noise growth; where the heap's bytes in use
+# are flat while the process's memory climbs (malloc arenas fragmented by many threads), this is
+# the reading that shows it.
+HOST_RSS = Resource(
+    "host_rss", "resident anonymous memory of the process: what the OS charges it, free-but-held heap included",
+    "RssAnon in /proc/self/status", ("cpu", "cuda"), _host_rss,
+    exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=2 * GiB, release_tolerance=None, rank=11,
+    optional=True)
 
 ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, CHILDREN,
-                             OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK)
+                             OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, HOST_RSS)
 BY_NAME: dict[str, Resource] = {resource.name: resource for resource in ALL}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 

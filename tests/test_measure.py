@@ -145,3 +145,32 @@ def test_a_shared_memory_file_held_by_parent_and_child_counts_once():
             child.kill()
             child.wait(timeout=30)
     assert held == 3 * 1024 * 1024, f"{held} B: the file both processes hold must count once"
+
+
+RSS_SEES_WHAT_THE_HEAP_DOES_NOT = """
+import ctypes
+from leaklab.measure import host_heap_bytes, resident_anonymous_bytes
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+libc.mallopt(-1, 256 * 1024 * 1024)  # M_TRIM_THRESHOLD: freed heap top stays resident...
+libc.mallopt(-3, 256 * 1024 * 1024)  # M_MMAP_THRESHOLD: ...and 32 MiB comes from the heap
+rss, heap = resident_anonymous_bytes(), host_heap_bytes()
+block = libc.malloc(32 * 1024 * 1024)
+ctypes.memset(block, 1, 32 * 1024 * 1024)  # touch every page
+libc.free(block)
+print(host_heap_bytes() - heap, resident_anonymous_bytes() - rss)
+"""
+
+
+@pytest.mark.skipif(not HOST_HEAP_SOURCE.startswith("glibc"), reason="needs glibc's mallinfo2 and /proc")
+def test_host_rss_sees_freed_pages_malloc_keeps_where_the_heap_does_not():
+    # In a child process: mallopt changes the allocator for the rest of the process.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", RSS_SEES_WHAT_THE_HEAP_DOES_NOT], capture_output=True, text=True,
+                          timeout=120, check=True)
+    heap, rss = map(int, done.stdout.split())
+    assert abs(heap) < 1024 * 1024
+    assert rss >= 24 * 1024 * 1024
