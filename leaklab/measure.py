@@ -146,10 +146,15 @@ class LiveTensorBytes(TorchDispatchMode):
     allocated it (see :func:`user_stack`), for attributing a leak to a line.
     """
 
-    def __init__(self, record_sites: bool = False) -> None:
+    def __init__(self, record_sites: bool = False, track_peak: bool = False) -> None:
         super().__init__()
         self.record_sites = record_sites
         self._storages: dict[int, _Storage] = {}
+        # The peak: live bytes just after each new storage, the only moments it can rise. That
+        # needs the dead storages pruned at each of them (a walk of the live ones), so it is
+        # kept only when asked for (the cpu_tensors_peak resource).
+        self.track_peak = track_peak
+        self._peak = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         out = func(*args, **(kwargs or {}))
@@ -169,6 +174,8 @@ class LiveTensorBytes(TorchDispatchMode):
             return
         site = user_stack() if self.record_sites else None
         self._storages[ref.cdata] = _Storage(ref, storage.nbytes(), site)
+        if self.track_peak:
+            self._peak = max(self._peak, self.live_bytes())
 
     def _prune(self) -> None:
         dead = [key for key, entry in self._storages.items() if entry.ref.expired()]
@@ -178,6 +185,13 @@ class LiveTensorBytes(TorchDispatchMode):
     def live_bytes(self) -> int:
         self._prune()
         return sum(entry.nbytes for entry in self._storages.values())
+
+    def take_peak(self) -> int:
+        """The most live bytes at any moment since the last call (or since tracking began); the
+        next period starts from what is live now."""
+        live = self.live_bytes()
+        peak, self._peak = max(self._peak, live), live
+        return peak
 
     def live_items(self) -> list[tuple[int, _Storage]]:
         """(storage key, entry) for every live storage."""
@@ -394,9 +408,9 @@ class Probe:
         gc.freeze()
         if self.kind == "cuda":
             warm_up_cuda(self.device)
-        if "cpu_tensors" in self.resources or (self.track_tensors and self.kind == "cpu"):
+        if ({"cpu_tensors", "cpu_tensors_peak"} & set(self.resources)) or (self.track_tensors and self.kind == "cpu"):
             # Sites are recorded only once attribution starts (after the measured steps).
-            self.tensors = LiveTensorBytes()
+            self.tensors = LiveTensorBytes(track_peak="cpu_tensors_peak" in self.resources)
             self.tensors.__enter__()
         return self
 

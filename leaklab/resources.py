@@ -55,6 +55,8 @@ class Resource:
     cache: bool = False               # a cache: a jump that stays is a cache filling, not a lazy initialisation
     unit: str = "B"
     judged: bool = True               # False: shown, never part of the verdict (a peak)
+    resets: bool = False              # a figure per step, reset at every reading (a peak): its trend
+                                      # starts at the first measured step and is never shifted
     optional: bool = False            # watched only when asked for (costly, or CPU tensors on CUDA)
 
     def format(self, value: float) -> str:
@@ -78,6 +80,10 @@ def _device_peak(reading: Reading) -> int:
 
 def _cpu_tensors(reading: Reading) -> int:
     return reading.probe.tensors.live_bytes() if reading.probe.tensors is not None else 0
+
+
+def _cpu_tensors_peak(reading: Reading) -> int:
+    return reading.probe.tensors.take_peak() if reading.probe.tensors is not None else 0
 
 
 def _host_heap(reading: Reading) -> int:
@@ -187,8 +193,17 @@ DEVICE_PEAK = Resource(
     "device_peak", "the most device memory live tensors held at any moment of the step (reset every step)",
     "the CUDA caching allocator's peak allocated bytes, reset after each reading", ("cuda",), _device_peak,
     exact=True, quantum=512, floor=0, plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False,
+    resets=True,
     # Opt-in: resetting the peak after every reading changes what the step's own
     # torch.cuda.max_memory_allocated() returns (fragmentation's reserved/peak metric did).
+    optional=True)
+CPU_TENSORS_PEAK = Resource(
+    "cpu_tensors_peak", "the most bytes of CPU tensor storages alive at any moment of the step (reset every step)",
+    "cpu_tensors' counter, read after every new storage", ("cpu",), _cpu_tensors_peak,
+    exact=True, quantum=1, floor=0, plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False,
+    resets=True,
+    # Opt-in: keeping the peak walks the live storages at every allocation (a step with many
+    # small tensors slows down).
     optional=True)
 # Opt-in: resident memory moves with first touches of pages, thread stacks and the allocator
 # giving pages back, so a default watch would call noise growth; where the heap's bytes in use
@@ -201,7 +216,7 @@ HOST_RSS = Resource(
     optional=True)
 
 ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, CHILDREN,
-                             OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, HOST_RSS)
+                             OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, CPU_TENSORS_PEAK, HOST_RSS)
 BY_NAME: dict[str, Resource] = {resource.name: resource for resource in ALL}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 

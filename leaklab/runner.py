@@ -178,7 +178,8 @@ class _Series:
         """Later readings continue from the last one: what changed between it and ``sample`` (the
         harness's own doing, between two steps) is taken out."""
         for name in self.names:
-            self.shift[name] = sample[name] - self.values[name][self.count - 1]
+            if not known.get(name).resets:  # a peak is a figure of its step alone
+                self.shift[name] = sample[name] - self.values[name][self.count - 1]
 
     def add(self, sample: dict[str, int], probe: Probe, seconds: float) -> None:
         i = self.count
@@ -434,6 +435,8 @@ def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report
     trends = {}
     for resource in watched:
         values = series.series(resource.name)
+        if resource.resets:  # the baseline reading covers no step: the trend starts at step 1
+            values = values[1:]
         if report.stopped_by_budget == resource.name:
             trends[resource.name] = decide_truncated(values, resource)
         elif len(values) >= 3:

@@ -21,7 +21,8 @@ from packaging.version import Version
 
 from leaklab.report import Report, report_from_json
 from leaklab.resources import NAMES as RESOURCES
-from leaklab.resources import Resource
+from leaklab.resources import Resource, defaults, device_type
+from leaklab.resources import get as get_resource
 from leaklab.runner import RunOptions, run_isolated, run_script
 from leaklab.verdict import VERDICTS, decide, format_bytes
 
@@ -83,10 +84,14 @@ class Case:
 
     def options(self, device: str, attribute: bool = False) -> RunOptions:
         per_device = self.meta.get("run", {}).get(device, {})
+        resources = tuple(per_device.get("resources", self.meta.get("resources", ())))
+        also = [r for r in self.meta.get("watch_also", []) if device_type(device) in get_resource(r).devices]
+        if also:  # the defaults (or the list given) and these opt-in readings, such as a peak
+            resources = (*(resources or (r.name for r in defaults(device))), *also)
         return RunOptions(
             steps=int(per_device.get("steps", self.meta.get("steps", 20))),
             warmup=int(per_device.get("warmup", self.meta.get("warmup", 5))),
-            resources=tuple(per_device.get("resources", self.meta.get("resources", ()))),
+            resources=resources,
             attribute=attribute,
         )
 
@@ -165,6 +170,9 @@ def load_case(toml_path: Path) -> Case:
     for path in [leak, *fixes]:
         if not path.is_file():
             raise CaseError(f"{toml_path}: {path} does not exist")
+    for name in meta.get("watch_also", []):
+        if name not in RESOURCES:
+            raise CaseError(f"{toml_path}: watch_also names {name!r}, not a resource ({', '.join(RESOURCES)})")
     for device, roles in meta["expect"].items():
         for role, expectation in roles.items():
             if device not in ("cpu", "cuda") or role not in ROLES:

@@ -96,7 +96,9 @@ def _others(run: Report) -> str:
     for name, result in run.resources.items():
         if name == run.resource:
             continue
-        if result.verdict == GROWS:
+        if name in RESOURCES and RESOURCES[name].resets:  # a peak: how high, not a trend
+            parts.append(f"`{name}` {format_bytes(result.level_bytes)}")
+        elif result.verdict == GROWS:
             parts.append(f"`{name}` grows {format_bytes(result.per_step_bytes)}/step")
         elif result.verdict == PLATEAU:
             parts.append(f"`{name}` plateau +{format_bytes(result.trend.rise_bytes)}")

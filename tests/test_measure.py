@@ -174,3 +174,21 @@ def test_host_rss_sees_freed_pages_malloc_keeps_where_the_heap_does_not():
     heap, rss = map(int, done.stdout.split())
     assert abs(heap) < 1024 * 1024
     assert rss >= 24 * 1024 * 1024
+
+
+@pytest.mark.parametrize("temporary_mib", [0, 4])
+def test_cpu_tensors_peak_sees_memory_held_during_the_step_only(temporary_mib):
+    from leaklab.runner import RunOptions, run_factory
+
+    def factory(device):
+        def step():
+            held = torch.ones(temporary_mib * 1024 * 256)  # freed when the step returns
+            return {"sum": float(held.sum())}
+
+        return step
+
+    report = run_factory(factory, "cpu", RunOptions(steps=5, warmup=1, resources=("cpu_tensors", "cpu_tensors_peak")))
+    assert report.resources["cpu_tensors"].level_bytes == 0
+    peak = report.resources["cpu_tensors_peak"]
+    assert peak.level_bytes >= temporary_mib * 2**20 and peak.level_bytes < temporary_mib * 2**20 + 64 * 1024
+    assert report.verdict == "bounded"  # a peak is shown, never judged
