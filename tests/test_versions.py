@@ -8,9 +8,6 @@ import pytest
 from leaklab_lab import versions
 from leaklab_lab.cases import ROOT, CaseError, discover, load_case
 
-MATRIX = sorted((ROOT / versions.MATRIX_DIR).glob("*.json"))
-
-
 def test_the_matrix_is_committed_and_every_verdict_change_is_explained():
     matrix = versions.load_matrix(ROOT / versions.MATRIX_DIR)
     assert len(matrix) >= 2, "results/matrix needs a file per torch version (tools/torch_matrix.sh)"
@@ -19,7 +16,8 @@ def test_the_matrix_is_committed_and_every_verdict_change_is_explained():
 
 
 def _matrix_with_a_fix_that_started_leaking(tmp_path):
-    older, newer = MATRIX[0], MATRIX[-1]
+    by_version = versions.load_matrix(ROOT / versions.MATRIX_DIR)  # oldest torch first (not file-name order)
+    older, newer = (ROOT / versions.MATRIX_DIR / by_version[i][0] for i in (0, -1))
     for path in (older, newer):
         shutil.copy(path, tmp_path / path.name)
     document = json.loads(newer.read_text())
