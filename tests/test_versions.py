@@ -8,6 +8,7 @@ import pytest
 from leaklab_lab import versions
 from leaklab_lab.cases import ROOT, CaseError, discover, load_case
 
+
 def test_the_matrix_is_committed_and_every_verdict_change_is_explained():
     matrix = versions.load_matrix(ROOT / versions.MATRIX_DIR)
     assert len(matrix) >= 2, "results/matrix needs a file per torch version (tools/torch_matrix.sh)"
