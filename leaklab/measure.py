@@ -408,6 +408,8 @@ class Probe:
         gc.freeze()
         if self.kind == "cuda":
             warm_up_cuda(self.device)
+        if self._resets_peak:  # the peak so far belongs to whatever ran before this probe
+            torch.cuda.reset_peak_memory_stats(self.device)
         if ({"cpu_tensors", "cpu_tensors_peak"} & set(self.resources)) or (self.track_tensors and self.kind == "cpu"):
             # Sites are recorded only once attribution starts (after the measured steps).
             self.tensors = LiveTensorBytes(track_peak="cpu_tensors_peak" in self.resources)

@@ -192,3 +192,23 @@ def test_cpu_tensors_peak_sees_memory_held_during_the_step_only(temporary_mib):
     peak = report.resources["cpu_tensors_peak"]
     assert peak.level_bytes >= temporary_mib * 2**20 and peak.level_bytes < temporary_mib * 2**20 + 64 * 1024
     assert report.verdict == "bounded"  # a peak is shown, never judged
+
+
+@pytest.mark.cuda
+def test_device_peak_starts_from_this_run_not_from_what_ran_before():
+    from leaklab.runner import RunOptions, run_factory
+
+    def factory_of(mib):
+        def factory(device):
+            def step():
+                held = torch.ones(mib * 1024 * 256, device=device)  # freed when the step returns
+                return {"sum": float(held.sum())}
+
+            return step
+
+        return factory
+
+    options = RunOptions(steps=4, warmup=1, resources=("device_allocated", "device_peak"))
+    run_factory(factory_of(256), "cuda", options)  # leaves a 256 MiB peak in the allocator's stats
+    peak = run_factory(factory_of(4), "cuda", options).resources["device_peak"]
+    assert 4 * 2**20 <= peak.level_bytes < 8 * 2**20, peak.level_bytes
