@@ -408,8 +408,6 @@ class Probe:
         gc.freeze()
         if self.kind == "cuda":
             warm_up_cuda(self.device)
-        if self._resets_peak:  # the peak so far belongs to whatever ran before this probe
-            torch.cuda.reset_peak_memory_stats(self.device)
         if ({"cpu_tensors", "cpu_tensors_peak"} & set(self.resources)) or (self.track_tensors and self.kind == "cpu"):
             # Sites are recorded only once attribution starts (after the measured steps).
             self.tensors = LiveTensorBytes(track_peak="cpu_tensors_peak" in self.resources)
@@ -472,6 +470,12 @@ class Probe:
                 # Each run starts from an empty cache, so its reserved memory does not depend on
                 # what earlier runs in the process left cached.
                 torch.cuda.empty_cache()
+        # A reference reading follows: peaks start here, not with what ran before (earlier runs
+        # in the process, the workspaces just cleared).
+        if self._resets_peak:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        if self.tensors is not None and self.tensors.track_peak:
+            self.tensors.take_peak()
 
 
 def storage_key(tensor: torch.Tensor) -> int:
