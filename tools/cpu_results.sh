@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The committed CPU results: the whole test suite on this 2-core CI machine, writing the file
-# the catalog reads. Usage: bash tools/cpu_results.sh
+# the catalog reads. Usage: bash tools/cpu_results.sh [pytest options]
 set -eu
 cd "$(dirname "$0")/.."
 TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 OUT="results/cpu-torch$TORCH.json"
 SECONDS=0
-python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" --leaklab-results "$OUT" --benchmark-json /tmp/leaklab-cpu-bench.json \
+python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" --leaklab-results "$OUT" --benchmark-json /tmp/leaklab-cpu-bench.json "$@" \
   --deselect tests/test_catalog.py::test_catalog_is_not_stale || true
 echo "cpu suite wall time: ${SECONDS}s"
 python3 - "$OUT" <<'PY'
