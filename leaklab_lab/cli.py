@@ -60,6 +60,9 @@ def register(commands: Any) -> None:
     run.add_argument("--plot-dir", metavar="DIR", help="draw every case's curves to DIR/<case>-<device>.png")
     run.add_argument("--attribute", action="store_true", help="attribute each leak to a source line")
     run.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
+    run.add_argument("--slow", action="store_true",
+                     help="also run the cases marked slow (fresh interpreters, multi-process jobs; a minute or more "
+                          "each here), as `pytest -m slow` does; a case named on the command line always runs")
 
     compare = commands.add_parser("compare", help="compare two results files (e.g. before and after a torch upgrade)")
     compare.add_argument("old")
@@ -131,6 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             rows.append(skipped(case, f"no {device} form (devices = {case.devices})"))
             continue
         reason = unmet(case.markers(device))
+        if reason is None and "slow" in case.markers(device) and not (args.slow or args.cases):
+            reason = "slow: run with --slow, or name the case"
         if reason:
             rows.append(skipped(case, reason))
             continue

@@ -11,7 +11,7 @@ MARKERS = {
     "cuda": "cuda: needs a CUDA device; skipped with a reason where torch sees none",
     "multi_gpu": "multi_gpu: needs two or more CUDA devices; skipped with a reason otherwise",
     "needs_ipython": "needs_ipython: needs IPython installed; skipped with a reason otherwise",
-    "slow": "slow: a case that takes over a minute; deselected by default (pyproject's addopts), run with -m slow",
+    "slow": "slow: a case that takes long (fresh interpreters, multi-process jobs); deselected by default, run with -m slow",
 }
 
 

@@ -95,3 +95,17 @@ def test_run_records_skipped_cases_with_their_reason(tmp_path, capsys):
     why = "no cpu form (devices = ['cuda'])"
     assert document["skipped"] == {"cpu/fragmentation:leak": why, "cpu/fragmentation:fix": why,
                                    "cpu/fragmentation:fix:fragmentation_expandable_segments": why}
+
+
+def test_run_leaves_slow_cases_out_unless_asked_and_says_why(tmp_path, capsys, monkeypatch):
+    import leaklab_lab.cases as cases
+
+    slow = [case for case in cases.discover() if case.slug == "spawn_without_main_guard"]
+    assert "slow" in slow[0].markers("cpu")
+    monkeypatch.setattr(cases, "discover", lambda root=cases.ROOT: slow)
+    path = tmp_path / "r.json"
+    code, out, err = _main(capsys, "run", "--device", "cpu", "--results", str(path))
+    assert code == 0, err
+    document = json.loads(path.read_text())
+    assert document["runs"] == {}
+    assert document["skipped"]["cpu/spawn_without_main_guard:leak"] == "slow: run with --slow, or name the case"

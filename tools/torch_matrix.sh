@@ -120,10 +120,10 @@ print('leaklab from', leaklab.__file__)") 2>&1 | tee "$LOGS/torch-$V.env.txt"
 
   TORCH=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
   TVV=$("$PY" -c "import torchvision; print(torchvision.__version__.split('+')[0])")
-  NOTE="leaklab run --device cpu in its own environment (tools/torch_matrix.sh): torch $TORCH, torchvision $TVV, \
+  NOTE="leaklab run --device cpu --slow in its own environment (tools/torch_matrix.sh): torch $TORCH, torchvision $TVV, \
 python $("$PY" -c 'import platform; print(platform.python_version())'), $(nproc) cores, $(git -C "$REPO" describe --always --dirty), $(date -u +%FT%H:%MZ)"
   SECONDS=0
-  (cd "$REPO" && "$PY" -m leaklab run --device cpu --results "$RESULTS/cpu-torch$TORCH.json" --note "$NOTE") \
+  (cd "$REPO" && "$PY" -m leaklab run --device cpu --slow --results "$RESULTS/cpu-torch$TORCH.json" --note "$NOTE") \
     >"$LOGS/torch-$V.run.log" 2>&1
   rc=$?; timing "$V" "leaklab run" "$SECONDS" "$rc"
   ((rc)) && FAILED+=("$V:run=$rc")
