@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     check.add_argument("--steps", type=int, default=20, help="measured steps (default 20)")
     check.add_argument("--warmup", type=int, default=5, help="steps before the baseline (default 5)")
-    check.add_argument("--resource", type=_resources, default=(),
-                       help=f"comma-separated resources (default: all that can be read): {', '.join(known.NAMES)}")
+    check.add_argument("--resource", type=_resources, action="extend", default=[],
+                       help=f"comma-separated resources, or the option again (default: all that can be read, "
+                            f"less the opt-in ones): {', '.join(known.NAMES)}")
     check.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
                        help=f"seconds one step may take before the check ends with exit 3 (default {DEFAULT_TIMEOUT:g})")
     check.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -151,7 +152,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
 
     path, factory_name = parse_target(args.target)
-    options = RunOptions(steps=args.steps, warmup=args.warmup, resources=args.resource,
+    options = RunOptions(steps=args.steps, warmup=args.warmup, resources=tuple(dict.fromkeys(args.resource)),
                          attribute=args.attribute or bool(args.snapshot), snapshot=args.snapshot,
                          snapshot_overwrite=args.overwrite, snapshot_html=args.snapshot_html,
                          timeout=args.timeout, hard_timeout=True, progress=_progress(args.quiet or args.json))

@@ -122,3 +122,11 @@ def test_check_api_refuses_a_fractional_step_count():
 
     with pytest.raises(BadInput, match="steps must be a whole number, got 2.5"):
         leaklab.check(lambda: None, steps=2.5)
+
+
+def test_resources_given_twice_or_comma_separated_are_all_watched(capsys):
+    for args in (["--resource", "cpu_tensors", "--resource", "cpu_tensors_peak,host_heap"],
+                 ["--resource", "cpu_tensors,cpu_tensors_peak,host_heap,cpu_tensors"]):
+        code, out, _ = run(capsys, f"{STEPS}:grows", "--steps", "6", "--warmup", "1", "--json", *args)
+        assert code == 1
+        assert list(json.loads(out)["resources"]) == ["cpu_tensors", "cpu_tensors_peak", "host_heap"]
