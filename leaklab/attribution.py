@@ -82,27 +82,35 @@ def finish(watcher: Watcher, probe: Probe, step: Callable[[], Any]) -> tuple[lis
     return sites, autograd_history(graph_sizes(reachable), watcher.graphs_before)
 
 
-def _make_sites(groups: dict[tuple[str, int, str], list[Any]]) -> tuple[list[Site], list[list[int]]]:
-    """Sites, largest first, and the storage identities of each site's blocks."""
+def _make_sites(groups: dict[tuple[str, int, str], list[Any]],
+                steps: dict[tuple[str, int, str], set[int]] | None = None) -> tuple[list[Site], list[list[int]]]:
+    """Sites and the storage identities of each site's blocks: first those whose live blocks
+    come from the most attribution steps (``steps``: a leak keeps one from every step; the last
+    step's gradients, alive but not leaked, come from one), then the largest."""
     made = []
     for (filename, lineno, function), entries in groups.items():
         total = sum(nbytes for nbytes, _, _ in entries)
         stack = list(entries[0][1])
         code = linecache.getline(filename, lineno).strip()
-        made.append((Site(filename, lineno, function, total, len(entries), stack, code), [key for _, _, key in entries]))
-    made.sort(key=lambda item: item[0].bytes, reverse=True)
-    return [site for site, _ in made], [keys for _, keys in made]
+        kept_from = len(steps[filename, lineno, function]) if steps else 1
+        made.append((kept_from, Site(filename, lineno, function, total, len(entries), stack, code),
+                     [key for _, _, key in entries]))
+    made.sort(key=lambda item: (item[0], item[1].bytes), reverse=True)
+    return [site for _, site, _ in made], [keys for _, _, keys in made]
 
 
 def _cpu_sites(watcher: Watcher, probe: Probe) -> tuple[list[Site], list[list[int]]]:
     if probe.tensors is None:
         return [], []
     groups: dict[tuple[str, int, str], list[Any]] = collections.defaultdict(list)
+    steps: dict[tuple[str, int, str], set[int]] = collections.defaultdict(set)
     for key, entry in probe.tensors.live_items():
         if key in watcher.baseline_keys or not entry.site:
             continue
         groups[entry.site[0]].append((entry.nbytes, entry.site, key))
-    return _make_sites(groups)
+        steps[entry.site[0]].add(entry.step)
+    probe.tensors.step = 0
+    return _make_sites(groups, steps)
 
 
 def _cuda_sites(watcher: Watcher) -> tuple[list[Site], list[list[int]]]:

@@ -96,6 +96,7 @@ class _Storage:
     ref: StorageWeakRef
     nbytes: int
     site: tuple[tuple[str, int, str], ...] | None
+    step: int = 0   # the attribution step that allocated it (0: before attribution)
 
 
 def is_user_file(filename: str) -> bool:
@@ -155,6 +156,7 @@ class LiveTensorBytes(TorchDispatchMode):
         # kept only when asked for (the cpu_tensors_peak resource).
         self.track_peak = track_peak
         self._peak = 0
+        self.step = 0  # set by attribution to the step it runs, recorded with each new storage
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         out = func(*args, **(kwargs or {}))
@@ -173,7 +175,7 @@ class LiveTensorBytes(TorchDispatchMode):
             known.nbytes = storage.nbytes()  # resize_ and out= ops change a storage's size
             return
         site = user_stack() if self.record_sites else None
-        self._storages[ref.cdata] = _Storage(ref, storage.nbytes(), site)
+        self._storages[ref.cdata] = _Storage(ref, storage.nbytes(), site, self.step)
         if self.track_peak:
             self._peak = max(self._peak, self.live_bytes())
 

@@ -364,6 +364,8 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                                             snapshot_html=options.snapshot_html)
                 for i in range(ATTRIBUTION_STEPS):
                     report.failed_step = done + i
+                    if probe.tensors is not None:
+                        probe.tensors.step = i + 1
                     limit.arm()
                     _call_step(step)
                     limit.disarm()

@@ -15,14 +15,12 @@ DEVICE_RESOURCE = {device: resource for resource, device in TENSOR_RESOURCES.ite
 
 
 # Where attribution does not yet name the leak first, measured (CPU, torch 2.14.1; H200, torch
-# 2.11.0). Strict: a case that starts passing must leave this list.
-_BACKWARD_FIRST = ("the last step's gradients from loss.backward() are named first (alive, not leaked); "
-                   "the holder comes second")
+# 2.11.0). Strict: a case that starts passing must leave this list. (tensor_logging and
+# feature_list left it when sites came to be ranked by how many steps their live blocks come
+# from: the last step's gradients, alive but not leaked, come from one.)
 _SAVED_TENSORS = "the site is the allocation a line above the mark; holders inside saved autograd tensors are not named"
 _MARK_BELOW = "the holder models[...] is named, but the # LEAK: mark sits on the line that makes its key"
 KNOWN_MISSES = {
-    ("tensor_logging", "cpu"): _BACKWARD_FIRST,
-    ("feature_list", "cpu"): _BACKWARD_FIRST,
     ("ema_confidence_threshold", "cpu"): _SAVED_TENSORS,
     ("ema_confidence_threshold", "cuda"): _SAVED_TENSORS,
     ("validation_without_no_grad", "cpu"): _SAVED_TENSORS,
