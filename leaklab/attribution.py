@@ -78,7 +78,7 @@ def finish(watcher: Watcher, probe: Probe, step: Callable[[], Any]) -> tuple[lis
             probe.tensors.record_sites = False
     gc.collect()
     reachable = reachable_tensors(step)
-    name_holders(sites[:5], keys[:5], holder_paths(reachable, watcher.device))
+    name_holders(sites[:5], keys[:5], holder_paths(reachable + saved_by_autograd(reachable), watcher.device))
     return sites, autograd_history(graph_sizes(reachable), watcher.graphs_before)
 
 
@@ -280,6 +280,35 @@ def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_
                 continue
             next_frontier += _children(path, obj)
         frontier = next_frontier
+    return found
+
+
+def saved_by_autograd(reachable: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
+    """Tensors that the autograd graphs of ``reachable`` tensors keep for backward (a node's
+    ``_saved_*`` attributes), each named after the tensor whose graph holds it: a running total
+    that was never detached holds every step's activations this way."""
+    found: list[tuple[str, torch.Tensor]] = []
+    for path, tensor in reachable:
+        root = tensor.grad_fn
+        if root is None:
+            continue
+        seen, stack = {id(root)}, [root]
+        while stack and len(seen) < _MAX_NODES:
+            node = stack.pop()
+            for name in dir(node):
+                if not name.startswith("_saved_"):
+                    continue
+                try:
+                    value = getattr(node, name)
+                except Exception:  # noqa: BLE001 - freed by an earlier backward(), or not a tensor slot
+                    continue
+                for item in value if isinstance(value, (tuple, list)) else (value,):
+                    if isinstance(item, torch.Tensor):
+                        found.append((f"{path}.grad_fn (saved for backward)", item))
+            for next_node, _ in getattr(node, "next_functions", ()):
+                if next_node is not None and id(next_node) not in seen:
+                    seen.add(id(next_node))
+                    stack.append(next_node)
     return found
 
 

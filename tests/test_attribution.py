@@ -17,14 +17,11 @@ DEVICE_RESOURCE = {device: resource for resource, device in TENSOR_RESOURCES.ite
 # Where attribution does not yet name the leak first, measured (CPU, torch 2.14.1; H200, torch
 # 2.11.0). Strict: a case that starts passing must leave this list. (tensor_logging and
 # feature_list left it when sites came to be ranked by how many steps their live blocks come
-# from: the last step's gradients, alive but not leaked, come from one.)
-_SAVED_TENSORS = "the site is the allocation a line above the mark; holders inside saved autograd tensors are not named"
+# from: the last step's gradients, alive but not leaked, come from one; ema_confidence_threshold
+# and validation_without_no_grad left it when holders came to be found among the tensors an
+# autograd graph saves for backward: `threshold.grad_fn`, `total_loss.grad_fn`.)
 _MARK_BELOW = "the holder models[...] is named, but the # LEAK: mark sits on the line that makes its key"
 KNOWN_MISSES = {
-    ("ema_confidence_threshold", "cpu"): _SAVED_TENSORS,
-    ("ema_confidence_threshold", "cuda"): _SAVED_TENSORS,
-    ("validation_without_no_grad", "cpu"): _SAVED_TENSORS,
-    ("validation_without_no_grad", "cuda"): _SAVED_TENSORS,
     ("model_rebuild", "cpu"): _MARK_BELOW,
     ("model_rebuild", "cuda"): _MARK_BELOW,
     ("cuda_tensor_queue_consumer", "cuda"): "the tensors are held by the consumer process, which attribution cannot walk: "
