@@ -155,7 +155,9 @@ WORKER_MEMORY = Resource(
     "USS of child processes (psutil): copy-on-write growth in DataLoader workers", ("cpu", "cuda"), _worker_memory,
     # Workers' memory creeps while they warm up (allocator arenas, first touches of pages): ~100-170
     # KiB per step over their first dozens of steps with nothing leaking, measured on the CI machine.
-    exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=0, rank=4)
+    # On a busy machine they rose by 2.4 MiB within a bounded case's measured steps (flake gate):
+    # a smaller rise that stops is their warm-up, not a cache.
+    exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=4 * MiB, budget=1 * GiB, release_tolerance=0, rank=4)
 CHILDREN = Resource(
     "children", "child processes of this process that are running (multiprocessing's own helpers left out)",
     "/proc/<pid>/task/<pid>/children and multiprocessing.active_children()", ("cpu", "cuda"), _children,

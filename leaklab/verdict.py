@@ -22,7 +22,7 @@ what a 512-step one does). Nothing is random: the same series always gets the sa
 Where growth starts late, the rate given is the rate since it started.
 
 Where a verdict is not a clear ``bounded``, the runner continues the series (a confirmation
-pass) and decides again on all of it; a noisy counter that grew must keep growing through that
+pass) and decides again on all of it; a noisy counter that grows must still grow through that
 pass at half its rate or more (:func:`confirm`).
 """
 
@@ -150,13 +150,16 @@ SLOWING = 0.5  # a noisy counter whose growth fell below this share of its rate 
 def confirm(first: Trend, extended: Trend, continued: list[float], resource: Resource) -> Trend:
     """The verdict after a confirmation pass: ``extended`` is decided on the whole series,
     ``continued`` is the confirmation's own readings (with the last one before them). A noisy
-    counter (the heap, workers' memory) that grew in the first pass must keep growing at half its
-    rate or more: a heap that settles over its first dozens of steps (allocator and library caches
-    warming) slows down, a leak does not."""
-    if resource.exact or first.verdict != GROWS or extended.verdict != GROWS or len(continued) < 3:
+    counter (the heap, workers' memory) that grows must still be growing through the pass, at
+    half its rate or more (the first pass's rate where that pass grew, else the whole series'):
+    a heap or a worker that settles over its first dozens of steps (allocator and library caches
+    warming, pages touched for the first time, slower on a busy machine) slows down, a leak does
+    not, and one that started late grows fastest in the pass."""
+    if resource.exact or extended.verdict != GROWS or len(continued) < 3:
         return extended
     rate = theil_sen_slope(continued)
-    if rate >= SLOWING * first.per_step_bytes:
+    reference = first.per_step_bytes if first.verdict == GROWS else extended.per_step_bytes
+    if rate >= SLOWING * reference:
         return extended
     return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
                  extended.scatter_bytes, extended.onset, extended.margin)

@@ -109,3 +109,32 @@ def test_too_short_a_series_is_refused():
 def test_the_same_series_gets_the_same_verdict():
     series = [1000 + 97 * i + (i * 7919) % 300 for i in range(21)]
     assert len({decide(series, HEAP) for _ in range(5)}) == 1
+
+
+# Workers' memory of num_workers_gpu_memory's leak run (no leak: 4 workers warming up), read in
+# the flake gate beside other work: the first pass's 12 steps and the 6 confirmation steps (KiB).
+WORKERS_SETTLING = [0, 84, 120, 212, 228, 1872, 416, 668, 688, 1368, 2020, 3092, 3172, 4988, 3564, 3672, 3688, 5240, 3760]
+
+
+def _confirmed(series: list[int], first_steps: int):
+    from leaklab.resources import WORKER_MEMORY
+    from leaklab.verdict import confirm
+
+    first = decide(series[:first_steps + 1], WORKER_MEMORY)
+    extended = decide(series, WORKER_MEMORY)
+    return first, extended, confirm(first, extended, series[first_steps:], WORKER_MEMORY)
+
+
+def test_a_noisy_counter_that_stopped_growing_in_the_confirmation_is_bounded():
+    series = [v * 1024 for v in WORKERS_SETTLING]
+    first, extended, verdict = _confirmed(series, 12)
+    assert (first.verdict, extended.verdict) == ("bounded", "grows")  # what the gate's run reported
+    assert verdict.verdict == "bounded"
+
+
+def test_a_noisy_counter_whose_growth_starts_late_still_grows():
+    # flat for the first steps, then 600 KiB per step to the end of the confirmation (a late leak)
+    series = [v * 1024 for v in [0, 8, 4, 12, 6, 10, 2, 608, 1208, 1808, 2408, 3008, 3608, 4208, 4808, 5408, 6008,
+                                 6608, 7208]]
+    first, extended, verdict = _confirmed(series, 12)
+    assert verdict.verdict == "grows", (first, extended, verdict)
