@@ -9,6 +9,7 @@ it is typed by hand, so it cannot drift from the code or the measurements: ``lea
 from __future__ import annotations
 
 import difflib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +244,7 @@ def attribution_hits(cases: list[Case], results: list[tuple[str, dict[str, Any]]
     return rows
 
 
-def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]], root: Path = ROOT) -> list[str]:
     """What the suite measured, and what it costs: every figure from a committed results file."""
     out = ['<a id="what-the-suite-measured"></a>', "", "## What the suite measured, and what it costs", "",
            "Every figure below is read from a committed results file; ratios are medians within one run, "
@@ -297,9 +298,29 @@ def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]
                    "the leak's allocation (a `# LEAK:` line) or its holder (the container a marked statement names). "
                    "The others name first:")
         out += [f"  - `{slug}` ({filename}): {site}" for slug, filename, hit, site in hits if not hit]
+    out += _flake_gates(root)
     out += ["- **Same verdicts on every run**: second passes over the catalog, compared with `leaklab compare`, are in "
             "[docs/reports.md](docs/reports.md).", ""]
     return out
+
+
+def _flake_gates(root: Path) -> list[str]:
+    """One line per flake-gate summary (``tools/flake_gate.py --json``) under results/flake-gate/."""
+    lines = []
+    for path in sorted((root / "results" / "flake-gate").glob("*.json")):
+        gate = json.loads(path.read_text())
+        mode = (f"pytest -n {gate['workers']}" if gate.get("workers") else "serial") + (
+            ", beside two CPU-bound processes" if gate.get("load") else "")
+        stopped = f" (stopped after {gate['runs']} of {gate['runs_asked']})" if gate.get("interrupted") else ""
+        flips = "".join(f"; flipped: `{flip['what']}`" for flip in gate.get("flip_list", [])[:3])
+        more = f" and {len(gate['flip_list']) - 3} more" if len(gate.get("flip_list", [])) > 3 else ""
+        lines.append(f"  - [{path.name}](results/flake-gate/{path.name}): {gate['runs']} run(s) of the CPU suite and "
+                     f"`leaklab run`, {mode}{stopped}: {gate['flips']} flip(s), {gate['failures']} failure(s), "
+                     f"{gate.get('compared', 0)} verdicts compared" + (f" ({gate['note']})" if gate.get("note") else "")
+                     + flips + more)
+    if not lines:
+        return []
+    return ["- **Flake gates** (`tools/flake_gate.py`: every verdict of every run compared across runs):", *lines]
 
 
 def _claims(cases: list[Case], path: Path) -> list[str]:
@@ -374,7 +395,7 @@ def render(root: Path = ROOT, strict: bool = False) -> str:
             out.append(f"- [{filename}](results/{filename}): {env['device_name']}, torch {env['torch']}, "
                        f"Python {env['python']}, {document['created']}" + (f" ({document['note']})" if document.get("note") else ""))
         out.append("")
-    out += _suite_measured(cases, results)
+    out += _suite_measured(cases, results, root)
     out += ["## Symptom index", ""]
     for symptom in SYMPTOMS:
         matching = [case for case in cases if symptom in case.meta["symptoms"]]
