@@ -316,7 +316,9 @@ def _flake_gates(root: Path) -> list[str]:
         more = f" and {len(gate['flip_list']) - 3} more" if len(gate.get("flip_list", [])) > 3 else ""
         lines.append(f"  - [{path.name}](results/flake-gate/{path.name}): {gate['runs']} run(s) of the CPU suite and "
                      f"`leaklab run`, {mode}{stopped}: {gate['flips']} flip(s), {gate['failures']} failure(s), "
-                     f"{gate.get('compared', 0)} verdicts compared" + (f" ({gate['note']})" if gate.get("note") else "")
+                     f"{gate.get('compared', 0)} verdicts compared"
+                     + (f", commit {gate['commit']}, {gate['finished']}" if gate.get("commit") else "")
+                     + (f" ({gate['note']})" if gate.get("note") else "")
                      + flips + more)
     if not lines:
         return []

@@ -192,6 +192,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _commit() -> str:
+    """The checkout the gate ran (``git describe``), so that its figures name their harness."""
+    done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
 def _stop(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -230,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"runs": len(gate.runs), "runs_asked": args.runs, "flips": len(flips), "failures": len(gate.failures),
                "workers": args.workers, "load": args.load, "interrupted": interrupted,
                "seconds": round(time.monotonic() - started, 1), "files": str(folder),
+               "commit": _commit(), "finished": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
                "compared": len({key for _, _, doc in gate.samples for key in verdicts(doc)}),
                "flip_list": flips, "failure_list": gate.failures, "run_list": gate.runs}
     if args.json:
