@@ -191,22 +191,24 @@ HOST_HEAP = Resource(
     "host_heap", "bytes in use in the process's C heap (glibc mallinfo2)",
     "glibc mallinfo2() bytes in use (RSS would hide freed-but-resident pages)", ("cpu", "cuda"), _host_heap,
     exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=9)
-DEVICE_PEAK = Resource(
+def _peak(name: str, description: str, source: str, device: str, read: Callable[[Reading], int], quantum: int) -> Resource:
+    """A peak: the most a tensor counter held during each step, reset at every reading; shown,
+    never judged, and watched only when asked for (see each one's reason below)."""
+    return Resource(name, description, source, (device,), read, exact=True, quantum=quantum, floor=0,
+                    plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False, resets=True,
+                    optional=True)
+
+
+# Opt-in: resetting the peak after every reading changes what the step's own
+# torch.cuda.max_memory_allocated() returns (fragmentation's reserved/peak metric did).
+DEVICE_PEAK = _peak(
     "device_peak", "the most device memory live tensors held at any moment of the step (reset every step)",
-    "the CUDA caching allocator's peak allocated bytes, reset after each reading", ("cuda",), _device_peak,
-    exact=True, quantum=512, floor=0, plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False,
-    resets=True,
-    # Opt-in: resetting the peak after every reading changes what the step's own
-    # torch.cuda.max_memory_allocated() returns (fragmentation's reserved/peak metric did).
-    optional=True)
-CPU_TENSORS_PEAK = Resource(
+    "the CUDA caching allocator's peak allocated bytes, reset after each reading", "cuda", _device_peak, 512)
+# Opt-in: keeping the peak walks the live storages at every allocation (a step with many small
+# tensors slows down).
+CPU_TENSORS_PEAK = _peak(
     "cpu_tensors_peak", "the most bytes of CPU tensor storages alive at any moment of the step (reset every step)",
-    "cpu_tensors' counter, read after every new storage", ("cpu",), _cpu_tensors_peak,
-    exact=True, quantum=1, floor=0, plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False,
-    resets=True,
-    # Opt-in: keeping the peak walks the live storages at every allocation (a step with many
-    # small tensors slows down).
-    optional=True)
+    "cpu_tensors' counter, read after every new storage", "cpu", _cpu_tensors_peak, 1)
 # Opt-in: resident memory moves with first touches of pages, thread stacks and the allocator
 # giving pages back, so a default watch would call noise growth; where the heap's bytes in use
 # are flat while the process's memory climbs (malloc arenas fragmented by many threads), this is

@@ -174,31 +174,29 @@ def probe_overhead(device: str, rounds: int = 40) -> dict[str, dict[str, Any]]:
 
 def probe_costs(device: str, calls: int = 200) -> dict[str, dict[str, Any]]:
     """Microseconds one reading of each resource costs, after a resnet18 step (median of calls)."""
-    from leaklab.measure import Probe
     from leaklab.resources import defaults
 
     step = resnet18_step(device)
     step()
     synchronize(device)
-    costs: dict[str, dict[str, Any]] = {}
-    for resource in (r.name for r in defaults(device)):
-        with Probe(device, (resource,)) as probe:
-            times = []
-            for _ in range(calls):
-                started = time.perf_counter()
-                probe.sample()
-                times.append(time.perf_counter() - started)
-        costs[resource] = {"median_us": median(times) * 1e6, "quartiles_us": [q * 1e6 for q in quantiles(times, n=4)[::2]]}
+    costs = {resource.name: _sample_cost(device, (resource.name,), calls) for resource in defaults(device)}
     # One sample of every default resource together, as a check takes it after each step (the
     # counters that share a source, such as CUDA's stats, are read once per sample).
-    with Probe(device, ()) as probe:
+    costs[ALL_DEFAULTS] = _sample_cost(device, (), calls)
+    return costs
+
+
+def _sample_cost(device: str, resources: tuple[str, ...], calls: int) -> dict[str, Any]:
+    """Median and quartiles, in microseconds, of ``calls`` samples of ``resources`` (all defaults: ())."""
+    from leaklab.measure import Probe
+
+    with Probe(device, resources) as probe:
         times = []
         for _ in range(calls):
             started = time.perf_counter()
             probe.sample()
             times.append(time.perf_counter() - started)
-    costs[ALL_DEFAULTS] = {"median_us": median(times) * 1e6, "quartiles_us": [q * 1e6 for q in quantiles(times, n=4)[::2]]}
-    return costs
+    return {"median_us": median(times) * 1e6, "quartiles_us": [q * 1e6 for q in quantiles(times, n=4)[::2]]}
 
 
 ALL_DEFAULTS = "one sample of all"  # probe_costs' row for a whole sample
