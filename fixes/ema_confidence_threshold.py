@@ -51,9 +51,9 @@ def saved_softmax_bytes(tensor: torch.Tensor) -> tuple[int, int]:
     stack = [tensor.grad_fn] if tensor.grad_fn is not None else []
     while stack:
         node = stack.pop()
-        if id(node) in seen:
+        if node in seen:
             continue
-        seen.add(id(node))
+        seen.add(node)
         if type(node).__name__ == "SoftmaxBackward0":
             count, nbytes = count + 1, nbytes + node._saved_result.nbytes
         stack += [n for n, _ in node.next_functions if n is not None]

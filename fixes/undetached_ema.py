@@ -51,8 +51,8 @@ def autograd_nodes(tensor: torch.Tensor) -> int:
     seen, stack = set(), [tensor.grad_fn] if tensor.grad_fn is not None else []
     while stack:
         node = stack.pop()
-        if id(node) not in seen:
-            seen.add(id(node))
+        if node not in seen:
+            seen.add(node)
             stack += [n for n, _ in node.next_functions if n is not None]
     return len(seen)
 

@@ -195,20 +195,29 @@ def write_snapshot(snapshot: dict[str, Any], path: str | Path, *, overwrite: boo
 
 
 # --------------------------------------------------------------------------- graph history
-def count_graph_nodes(tensor: torch.Tensor) -> int:
-    """Autograd nodes reachable from a tensor's ``grad_fn`` (capped at 200,000)."""
+def graph_nodes(tensor: torch.Tensor) -> list[Any]:
+    """Autograd nodes reachable from a tensor's ``grad_fn`` (at most 200,000).
+
+    The set holds the node objects themselves, not their ids: a node's Python wrapper can be made
+    afresh on each access and freed once dropped (torch 2.11 does), so an id can come back for
+    another node, and a walk keyed by ids stopped after two nodes there (measured).
+    """
     root = tensor.grad_fn
     if root is None:
-        return 0
-    seen = {id(root)}
-    stack = [root]
+        return []
+    seen, stack = {root}, [root]
     while stack and len(seen) < _MAX_NODES:
         node = stack.pop()
         for next_node, _ in getattr(node, "next_functions", ()):
-            if next_node is not None and id(next_node) not in seen:
-                seen.add(id(next_node))
+            if next_node is not None and next_node not in seen:
+                seen.add(next_node)
                 stack.append(next_node)
-    return len(seen)
+    return list(seen)
+
+
+def count_graph_nodes(tensor: torch.Tensor) -> int:
+    """Autograd nodes reachable from a tensor's ``grad_fn`` (capped at 200,000)."""
+    return len(graph_nodes(tensor))
 
 
 def _roots(fn: Any) -> list[tuple[str, Any]]:
@@ -289,12 +298,7 @@ def saved_by_autograd(reachable: list[tuple[str, torch.Tensor]]) -> list[tuple[s
     that was never detached holds every step's activations this way."""
     found: list[tuple[str, torch.Tensor]] = []
     for path, tensor in reachable:
-        root = tensor.grad_fn
-        if root is None:
-            continue
-        seen, stack = {id(root)}, [root]
-        while stack and len(seen) < _MAX_NODES:
-            node = stack.pop()
+        for node in graph_nodes(tensor):
             for name in dir(node):
                 if not name.startswith("_saved_"):
                     continue
@@ -305,10 +309,6 @@ def saved_by_autograd(reachable: list[tuple[str, torch.Tensor]]) -> list[tuple[s
                 for item in value if isinstance(value, (tuple, list)) else (value,):
                     if isinstance(item, torch.Tensor):
                         found.append((f"{path}.grad_fn (saved for backward)", item))
-            for next_node, _ in getattr(node, "next_functions", ()):
-                if next_node is not None and id(next_node) not in seen:
-                    seen.add(id(next_node))
-                    stack.append(next_node)
     return found
 
 
