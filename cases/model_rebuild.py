@@ -33,11 +33,10 @@ def make_step(device: str):
         model = build_model(device)
         model.load_state_dict(checkpoints[version % 2])
         model.eval()
-        key = f"classifier:v{version}"  # LEAK: a new key per version: every old model stays registered
-        models[key] = model
-        del model  # the seed's remedy: removes a local name, frees nothing while the registry holds the model
+        models[f"classifier:v{version}"] = model  # LEAK: a new key per version: every old model stays registered
         with torch.inference_mode():
-            predictions = models[key](requests).argmax(dim=1)
+            predictions = model(requests).argmax(dim=1)
+        del model  # the seed's remedy: removes a local name, frees nothing while the registry holds the model
         return {"registered_models": len(models), "served": predictions.numel()}
 
     return switch_and_serve

@@ -33,11 +33,10 @@ def make_step(device: str):
         model = build_model(device)
         model.load_state_dict(checkpoints[version % 2])
         model.eval()
-        key = "classifier"  # FIX: one key per model name: registering the new version drops the old one's last reference
-        models[key] = model
-        del model  # the seed's remedy: removes a local name, frees nothing while the registry holds the model
+        models["classifier"] = model  # FIX: one key per model name: registering the new version drops the old one's last reference
         with torch.inference_mode():
-            predictions = models[key](requests).argmax(dim=1)
+            predictions = model(requests).argmax(dim=1)
+        del model  # the seed's remedy: removes a local name, frees nothing while the registry holds the model
         return {"registered_models": len(models), "served": predictions.numel()}
 
     return switch_and_serve

@@ -35,13 +35,12 @@ def make_step(device: str):
         model = build_model(device)
         model.load_state_dict(checkpoints[version % 2])
         model.eval()
-        key = "classifier"  # FIX: one key per model name: registering the new version drops the old one's last reference
-        models[key] = model
-        del model  # the seed's remedy: removes a local name, frees nothing while the registry holds the model
+        models["classifier"] = model  # FIX: one key per model name: registering the new version drops the old one's last reference
         gc.collect()  # NO EFFECT: the seed's; it collects reference cycles, and the old model is in none
         torch.cuda.empty_cache()  # NO EFFECT: the seed's; it frees no tensor, only hands cached blocks back (nothing on CPU)
         with torch.inference_mode():
-            predictions = models[key](requests).argmax(dim=1)
+            predictions = model(requests).argmax(dim=1)
+        del model  # the seed's remedy: removes a local name, frees nothing while the registry holds the model
         return {"registered_models": len(models), "served": predictions.numel()}
 
     return switch_and_serve

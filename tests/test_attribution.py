@@ -19,13 +19,11 @@ DEVICE_RESOURCE = {device: resource for resource, device in TENSOR_RESOURCES.ite
 # feature_list left it when sites came to be ranked by how many steps their live blocks come
 # from: the last step's gradients, alive but not leaked, come from one; ema_confidence_threshold
 # and validation_without_no_grad left it when holders came to be found among the tensors an
-# autograd graph saves for backward: `threshold.grad_fn`, `total_loss.grad_fn`.)
-_MARK_BELOW = "the holder models[...] is named, but the # LEAK: mark sits on the line that makes its key"
+# autograd graph saves for backward: `threshold.grad_fn`, `total_loss.grad_fn`; model_rebuild
+# left it when its mark moved from the line making the registry's key to the line that registers
+# the model, the holder attribution names; ema_confidence_threshold on the H200 left it when the
+# graph walk stopped keying nodes by id(), which torch 2.11 reuses for fresh node wrappers.)
 KNOWN_MISSES = {
-    ("ema_confidence_threshold", "cuda"): "the site is the allocation a line above the mark; the holder inside the saved "
-                                          "autograd graph, found on the CPU, is not matched to the CUDA block (H200)",
-    ("model_rebuild", "cpu"): _MARK_BELOW,
-    ("model_rebuild", "cuda"): _MARK_BELOW,
     ("cuda_tensor_queue_consumer", "cuda"): "the tensors are held by the consumer process, which attribution cannot walk: "
                                             "the allocation line (encoder's output) is named, not the consumer's queue",
 }
