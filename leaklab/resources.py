@@ -87,9 +87,7 @@ def _cpu_tensors_peak(reading: Reading) -> int:
 
 
 def _host_heap(reading: Reading) -> int:
-    from leaklab.measure import host_heap_bytes
-
-    return host_heap_bytes()
+    return reading.heap()
 
 
 def _python_objects(reading: Reading) -> int:
@@ -101,7 +99,7 @@ def _python_objects(reading: Reading) -> int:
 def _pinned_host(reading: Reading) -> int:
     from leaklab.measure import pinned_host_bytes
 
-    return pinned_host_bytes() or 0
+    return pinned_host_bytes(cuda_checked=True) or 0  # a CUDA-only resource: the probe checked CUDA
 
 
 def _host_rss(reading: Reading) -> int:
@@ -124,11 +122,34 @@ def _children(reading: Reading) -> int:
     return len(reading.children())
 
 
-def _open_fds(reading: Reading) -> int:
+def _count_fds_by_listing() -> int:
     try:
         return len(os.listdir("/proc/self/fd")) - 1  # less the descriptor listdir itself holds
     except OSError:
         return 0
+
+
+def _count_fds_by_stat() -> int:
+    return os.stat("/proc/self/fd").st_size
+
+
+def _fd_counter() -> Callable[[], int]:
+    """Since Linux 6.2 the size of /proc/<pid>/fd is its number of open descriptors: one stat
+    (a few µs) instead of listing ~100 entries in a CUDA process (~20 µs, measured). Chosen once,
+    where both agree, so that one run never mixes the two."""
+    try:
+        if os.stat("/proc/self/fd").st_size == _count_fds_by_listing() > 0:
+            return _count_fds_by_stat
+    except OSError:
+        pass
+    return _count_fds_by_listing
+
+
+count_open_fds = _fd_counter()
+
+
+def _open_fds(reading: Reading) -> int:
+    return count_open_fds()
 
 
 DEVICE_ALLOCATED = Resource(

@@ -1,6 +1,7 @@
 """The measures against allocations whose size we know."""
 
 import ctypes
+import os
 
 import pytest
 import torch
@@ -77,6 +78,22 @@ def test_probe_reads_every_cpu_resource():
     assert all(isinstance(v, int) and v >= 0 for v in sample.values())
 
 
+@pytest.mark.parametrize("counter", ["chosen", "listing"])
+def test_open_fds_counts_each_descriptor_exactly(counter):
+    from leaklab import resources
+
+    count = resources.count_open_fds if counter == "chosen" else resources._count_fds_by_listing
+    before = count()
+    opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(7)]
+    try:
+        assert count() - before == 7
+        assert count() == resources._count_fds_by_listing()
+    finally:
+        for fd in opened:
+            os.close(fd)
+    assert count() == before
+
+
 def test_probe_rejects_an_unknown_resource():
     with pytest.raises(ValueError, match="unknown resource"):
         Probe("cpu", ("gpu_ram",))
@@ -149,6 +166,7 @@ def test_a_shared_memory_file_held_by_parent_and_child_counts_once():
 
 RSS_SEES_WHAT_THE_HEAP_DOES_NOT = """
 import ctypes
+import os
 from leaklab.measure import host_heap_bytes, resident_anonymous_bytes
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
@@ -212,3 +230,19 @@ def test_device_peak_starts_from_this_run_not_from_what_ran_before():
     run_factory(factory_of(256), "cuda", options)  # leaves a 256 MiB peak in the allocator's stats
     peak = run_factory(factory_of(4), "cuda", options).resources["device_peak"]
     assert 4 * 2**20 <= peak.level_bytes < 8 * 2**20, peak.level_bytes
+
+
+@pytest.mark.cuda
+def test_the_probes_cuda_counters_are_the_allocators_own():
+    from leaklab.measure import cuda_stats_reader
+
+    held = torch.ones(3 * 2**20, device="cuda")  # 12 MiB
+    with Probe("cuda", ("device_allocated", "device_reserved", "device_peak")) as probe:
+        sample = probe.sample()
+        assert sample["device_allocated"] == torch.cuda.memory_allocated()
+        assert sample["device_reserved"] == torch.cuda.memory_reserved()
+        assert sample["device_peak"] >= sample["device_allocated"] >= held.nbytes
+    fast, public = cuda_stats_reader("cuda")(), torch.cuda.memory_stats("cuda")
+    for key in ("allocated_bytes", "reserved_bytes"):
+        for kind in ("current", "peak"):
+            assert fast[key]["all"][kind] == public[f"{key}.all.{kind}"], (key, kind)
