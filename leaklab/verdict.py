@@ -11,8 +11,10 @@ The whole rule, in one place (``samples[0]`` is the baseline, one reading after 
              a good part of that rise, so a spike at the end is not growth); and, for noisy
              counters, the slope passes the resource's floor.
 ``plateau``  not growing, but the last third sits above the baseline by more than the
-             resource's smallest cache and more than its own scatter, and the second half is flat:
-             a cache that filled, then stopped.
+             resource's smallest cache and more than its own scatter, the second half is flat,
+             and once risen the series never fell back to its baseline: a cache that filled,
+             then stopped (batches in flight from DataLoader workers go 0, 1, 2 and back to 0:
+             a level that returns to where it started was never filled).
 ``bounded``  neither.
 
 Slopes are Theil-Sen estimates (the median of all pairwise slopes), so a single
@@ -42,6 +44,7 @@ VERDICTS = (GROWS, PLATEAU, BOUNDED, RAISES)
 MAX_POINTS = 512
 SCATTER_FACTOR = 3.0     # a trend must move the series by more than this many scatters
 HELD_FRACTION = 0.4      # ... and keep this share of the rise it predicts
+FELL_BACK = 0.1          # a plateau's series that came back within this share of its rise to the baseline
 
 
 def thin(values: list[float], limit: int = MAX_POINTS) -> tuple[list[float], float]:
@@ -83,6 +86,13 @@ def _onset(samples: list[float], quantum: float) -> int:
         if samples[i] - start < quantum:
             return i
     return 0
+
+
+def _fell_back(samples: list[float], rise: float, resource: Resource) -> bool:
+    """Whether the series, after first reaching half of ``rise``, came back to its baseline."""
+    base = samples[0]
+    risen = next((i for i, value in enumerate(samples) if value - base >= rise / 2), len(samples))
+    return any(value - base < max(resource.quantum, FELL_BACK * rise) for value in samples[risen:])
 
 
 @dataclass(frozen=True)
@@ -140,7 +150,7 @@ def decide(samples: list[float], resource: Resource) -> Trend:
         tail_noise = scatter(half, tail_slope)
         flat_tail = abs(tail_slope) * (len(half) - 1) <= max(resource.quantum, SCATTER_FACTOR * tail_noise)
         verdict = PLATEAU if (flat_tail and rise > max(resource.plateau_min, SCATTER_FACTOR * noise, resource.quantum)
-                              and rise > max(last) - min(last)) else BOUNDED
+                              and rise > max(last) - min(last) and not _fell_back(samples, rise, resource)) else BOUNDED
     return Trend(verdict, rate, tail_slope, rise, bar, noise, onset, margin)
 
 

@@ -66,6 +66,19 @@ def test_a_cache_that_fills_then_stops_is_a_plateau_not_growth():
     assert decide(series, EXACT).verdict == PLATEAU
 
 
+def test_a_cache_that_fills_with_noise_on_top_is_still_a_plateau():
+    series = [(min(i, 6) + (i % 3 == 0) * 0.3) * 2**20 for i in range(21)]
+    assert decide(series, resources.SHARED_MEMORY).verdict == PLATEAU
+
+
+def test_batches_in_flight_that_go_back_to_none_are_not_a_plateau():
+    # An H200 run's shared memory with DataLoader workers (torch 2.11): 0, 1 or 2 batches of
+    # 1.5 MiB in flight at each reading. A cache never empties back to where it started.
+    series = [81920, 81920, 1654784, 1654784, 1654784, 81920, 1654784, 1654784, 1654784, 1654784, 1654784,
+              1654784, 1654784, 1654784, 3227648, 1654784, 3227648, 1654784, 3227648]
+    assert decide(series, resources.SHARED_MEMORY).verdict == BOUNDED
+
+
 def test_a_spike_at_the_end_is_not_growth():
     series = [5000] * 19 + [5000 + 2**20, 5000]
     assert decide(series, EXACT).verdict == BOUNDED
