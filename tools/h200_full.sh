@@ -27,7 +27,10 @@ if [[ ${SENSITIVITY:-1} != 0 ]]; then
   timeout 240 python3 -m leaklab bench --device cuda --sensitivity --results "$OUT/h200-sensitivity-torch$TORCH.json" \
     --note "leaklab bench --sensitivity on the lent NVIDIA H200 (device tool), $WHEN" 2>&1 | tail -25
 fi
-timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
-  --note "leaklab bench --device cuda on the lent NVIDIA H200 (device tool), $WHEN"
+# BENCH=0 leaves the benchmarks out (when the probe did not change since the committed bench file).
+if [[ ${BENCH:-1} != 0 ]]; then
+  timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
+    --note "leaklab bench --device cuda on the lent NVIDIA H200 (device tool), $WHEN"
+fi
 # One report as a user sees it.
 python3 -m leaklab check tests/data/user_steps.py:grows --device cuda --attribute --steps 10 --quiet > "$OUT/user-report-cuda.txt" 2>&1
