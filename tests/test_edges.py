@@ -142,6 +142,37 @@ def test_children_are_reported_stopped_and_fail_the_check():
     assert not sleepers, f"children left running: {sleepers}"
 
 
+def _descendant_cmdlines(pid: int) -> list[list[str]]:
+    """Command lines of ``pid``'s descendants. One that exits while we look is passed over: it is
+    a zombie until reaped, and psutil raises for its command line (seen once in the loaded gate)."""
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    found = []
+    for child in descendants:
+        try:
+            found.append(child.cmdline())
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_zombie_descendant_is_passed_over_while_polling():
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, time\n"
+                               "child = subprocess.Popen(['true'])\ntime.sleep(30)"])  # never reaps its child
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(
+                c.status() == psutil.STATUS_ZOMBIE for c in psutil.Process(parent.pid).children()):
+            time.sleep(0.05)
+        assert any(c.status() == psutil.STATUS_ZOMBIE for c in psutil.Process(parent.pid).children())
+        assert _descendant_cmdlines(parent.pid) == []
+    finally:
+        parent.kill()
+        parent.wait()
+
+
 def test_sigterm_to_leaklab_stops_the_childrens_too(tmp_path):
     script = tmp_path / "slow_children.py"
     script.write_text("import subprocess, time\nkept = []\n"
@@ -152,8 +183,7 @@ def test_sigterm_to_leaklab_stops_the_childrens_too(tmp_path):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                cwd=Path(__file__).parent.parent)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(
-            c.cmdline() == ["sleep", "601"] for c in psutil.Process(process.pid).children(recursive=True)):
+    while time.monotonic() < deadline and ["sleep", "601"] not in _descendant_cmdlines(process.pid):
         time.sleep(0.1)
     process.terminate()
     out, err = process.communicate(timeout=60)
