@@ -23,7 +23,7 @@ class _Chain:
 
 
 def test_every_node_of_a_chain_of_fresh_wrappers_is_counted():
-    # Keyed by id(), this walk counted 2 of the 50: each freed wrapper's id came back for the next.
+    # Keyed by id(), this walk counted only the first few of the 50: a freed wrapper's id came back for the next.
     assert count_graph_nodes(_Chain(50)) == 50
 
 
