@@ -58,6 +58,8 @@ class Resource:
     resets: bool = False              # a figure per step, reset at every reading (a peak): its trend
                                       # starts at the first measured step and is never shifted
     optional: bool = False            # watched only when asked for (costly, or CPU tensors on CUDA)
+    long_pass: bool = False           # a steady rise under the floor is watched through a long pass
+                                      # (leaklab.verdict.creeps) rather than called bounded
 
     def format(self, value: float) -> str:
         if self.unit == "B":
@@ -179,6 +181,8 @@ WORKER_MEMORY = Resource(
     # KiB per step over their first dozens of steps with nothing leaking, measured on the CI machine.
     # On a busy machine they rose by 2.4 MiB within a bounded case's measured steps (flake gate):
     # a smaller rise that stops is their warm-up, not a cache.
+    # No long pass under the floor: a worker's copy-on-write touches of its dataset rise steadily
+    # through a whole epoch (num_workers_gpu_memory's fix grew through a long pass, tried).
     exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=4 * MiB, budget=1 * GiB, release_tolerance=0, rank=4)
 CHILDREN = Resource(
     "children", "child processes of this process that are running (multiprocessing's own helpers left out)",
@@ -207,12 +211,14 @@ PYTHON_OBJECTS = Resource(
 # The heap drifts upward by a few hundred bytes per step for dozens of steps in real steps with
 # nothing leaking (DataLoaders, pinned-memory loops on the H200: 185-477 B/step; and while cpu_tensors
 # is counted, a TorchDispatchMode on every operator, ~0.9 KiB/step on fixes/lru_cache_unbounded.py,
-# flat without it). A floor of 1 KiB/step keeps those from reading as leaks; slower heap leaks are
-# caught by the exact counters where they hold tensors, file descriptors or children.
+# flat without it). A floor of 1 KiB/step keeps those from reading as leaks within the run's steps.
+# A rise under it that is steady (no noise: a C extension's 256 B kept per step in a no-op step) is
+# watched through a long pass: a DataLoader's heap falls back within it (a saw-tooth), a leak does not.
 HOST_HEAP = Resource(
     "host_heap", "bytes in use in the process's C heap (glibc mallinfo2)",
     "glibc mallinfo2() bytes in use (RSS would hide freed-but-resident pages)", ("cpu", "cuda"), _host_heap,
-    exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=9)
+    exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=9,
+    long_pass=True)
 def _peak(name: str, description: str, source: str, device: str, read: Callable[[Reading], int], quantum: int) -> Resource:
     """A peak: the most a tensor counter held during each step, reset at every reading; shown,
     never judged, and watched only when asked for (see each one's reason below)."""

@@ -17,7 +17,9 @@ The run, in order:
    warm-up) is measured again from a new baseline, at most ``restarts`` times;
 5. where any verdict is not ``bounded`` or was close, a confirmation pass of more steps
    continues the series and the verdict is decided again on all of it; a resource whose verdict
-   changed is reported as uncertain;
+   changed is reported as uncertain. Where nothing grows but a noisy series crept up under its
+   floor (:func:`leaklab.verdict.creeps`), the pass is a long one, and that series is decided
+   without its floor (:func:`leaklab.verdict.confirm_creep`);
 6. optionally, a few extra steps with allocation sites recorded (attribution);
 7. the step dropped, garbage collected, and what stayed behind and which child processes are
    still running are reported; those children are terminated.
@@ -50,7 +52,17 @@ from leaklab import attribution
 from leaklab import resources as known
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.report import Report, ResourceResult
-from leaklab.verdict import BOUNDED, confirm, decide, decide_truncated, one_jump
+from leaklab.verdict import (
+    BOUNDED,
+    CREEP_PASS,
+    GROWS,
+    confirm,
+    confirm_creep,
+    creeps,
+    decide,
+    decide_truncated,
+    one_jump,
+)
 
 Step = Callable[[], Any]
 Factory = Callable[[str], Step]
@@ -58,6 +70,7 @@ Factory = Callable[[str], Step]
 ATTRIBUTION_STEPS = 5   # steps run after the series with allocation sites recorded
 MAX_STEPS = 100_000     # a series longer than this is a typo, not a leak check
 RESTARTS = 2            # lazy initialisations measured past at most this many times
+CREEP_STEPS_MAX = 400   # a creep's long pass is at most this long (or the confirmation's length, if longer)
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 
 
@@ -118,6 +131,11 @@ class RunOptions:
     @property
     def confirm_steps(self) -> int:
         return max(5, self.steps // 2)
+
+    @property
+    def creep_steps(self) -> int:
+        """The long pass that tells a slow leak from a saw-tooth (see :func:`leaklab.verdict.creeps`)."""
+        return max(self.confirm_steps, min(CREEP_PASS * self.steps, CREEP_STEPS_MAX))
 
     def validate(self, device: str) -> str:
         """Check every setting before anything runs; returns the device, checked."""
@@ -293,7 +311,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
     probe = Probe(device, tuple(options.resources), track_tensors=options.attribute)
     watched = probe.watched
     budget = {r.name: options.budget.get(r.name, r.budget) for r in watched}
-    series = _Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
+    series = _Series(probe.resources, max(options.warmup, options.steps + options.creep_steps) + 1)
     limit = _TimeLimit(options.timeout, hard=options.hard_timeout)
     with probe, limit:
         probe.settle(clear_workspaces=True)
@@ -337,20 +355,34 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 report.restarts.append(f"{', '.join(jumps)} made one jump and stayed flat (a lazy initialisation): "
                                        f"measured again after {done} steps")
             trends = _decide(series, watched, report)
-            if options.confirm and not report.stopped_by_budget and _needs_confirmation(trends):
+            crept = _creeping(series, watched, trends)
+            if options.confirm and not report.stopped_by_budget and (_needs_confirmation(trends) or crept):
                 report.stage = "confirmation"
                 first, start = trends, series.count - 1
+                count = options.creep_steps if crept else options.confirm_steps
                 # What the decision itself keeps alive (a few Python objects) must not read as a
                 # step of the series: the readings go on from where the series stopped.
                 series.shift_from(probe.sample())
-                done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done)
+                try:
+                    done = _measure(step, probe, series, options, count, budget, built, limit, report, done)
+                except (Exception, SystemExit, StepTimeout) as exc:
+                    if not crept:
+                        raise
+                    # The long pass is ours, not asked for: a step that cannot run that long (a
+                    # finite iterator) ends the pass, and the creep keeps its verdict under the floor.
+                    limit.disarm()
+                    report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
+                    done = report.failed_step
+                    del exc
                 trends = _decide(series, watched, report)
                 if not report.stopped_by_budget:
-                    trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
-                              if name in first else trend for name, trend in trends.items()}
+                    long_passed = [] if report.long_pass_stopped else crept
+                    trends = {name: _confirmed(name, first, trend, series.series(name), start, long_passed)
+                              for name, trend in trends.items()}
                     report.uncertain = [name for name, trend in first.items() if known.get(name).judged
-                                        and name in trends and trends[name].verdict != trend.verdict]
-                report.confirmed_steps = options.confirm_steps
+                                        and name not in crept and name in trends and trends[name].verdict != trend.verdict]
+                report.confirmed_steps = series.count - 1 - start
+                report.crept = crept
             if counters_start:
                 end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
@@ -444,6 +476,23 @@ def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report
         elif len(values) >= 3:
             trends[resource.name] = decide(values, resource)
     return trends
+
+
+def _creeping(series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any]) -> list[str]:
+    """Noisy series that crept up under their floor, where nothing grows (a run that already
+    fails needs no long pass)."""
+    if any(known.get(name).judged and trend.verdict == GROWS for name, trend in trends.items()):
+        return []
+    return [r.name for r in watched if r.judged and r.name in trends and creeps(series.series(r.name), r)]
+
+
+def _confirmed(name: str, first: dict[str, Any], trend: Any, values: list[int], start: int, crept: list[str]) -> Any:
+    """One resource's verdict after the confirmation pass that started at reading ``start``."""
+    if name not in first:
+        return trend
+    if name in crept:
+        return confirm_creep(first[name], decide(values, known.get(name), floor=0), values[start:])
+    return confirm(first[name], trend, values[start:], known.get(name))
 
 
 def _needs_confirmation(trends: dict[str, Any]) -> bool:

@@ -26,6 +26,15 @@ Where growth starts late, the rate given is the rate since it started.
 Where a verdict is not a clear ``bounded``, the runner continues the series (a confirmation
 pass) and decides again on all of it; a noisy counter that grows must still grow through that
 pass at half its rate or more (:func:`confirm`).
+
+``creeps``   a noisy counter's series that rose by at least one quantum on most steps and never
+             fell, but slower than the resource's floor (:func:`creeps`). The floor is there for
+             noise, and such a series has none: a ``bytes(512)`` kept per step in a no-op step
+             raises the heap by exactly 560 B at every step. But a DataLoader's heap also rises
+             steadily for dozens of steps, then falls back (a saw-tooth). So a run whose series
+             creeps, and where nothing else grows, is continued for a long pass
+             (:data:`CREEP_PASS` times its steps), the series decided without the floor, and the
+             creep must keep half its rate through the long pass (:func:`confirm_creep`).
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ MAX_POINTS = 512
 SCATTER_FACTOR = 3.0     # a trend must move the series by more than this many scatters
 HELD_FRACTION = 0.4      # ... and keep this share of the rise it predicts
 FELL_BACK = 0.1          # a plateau's series that came back within this share of its rise to the baseline
+CREEP_PASS = 10          # a creeping series is continued for this many times the run's steps
+CREEP_RISING = 0.5       # ... a creep rises by a quantum on at least this share of its steps (glibc serves a
+                         # few freed chunks per size from its thread cache, which mallinfo2 counts as in use)
 
 
 def thin(values: list[float], limit: int = MAX_POINTS) -> tuple[list[float], float]:
@@ -115,8 +127,9 @@ class Trend:
         return max(0, int((capacity - current) / self.per_step_bytes))
 
 
-def decide(samples: list[float], resource: Resource) -> Trend:
-    """Verdict on a series whose first reading is the baseline taken after warm-up."""
+def decide(samples: list[float], resource: Resource, floor: float | None = None) -> Trend:
+    """Verdict on a series whose first reading is the baseline taken after warm-up; ``floor``
+    replaces the resource's floor (0 for a creep watched through its long pass)."""
     if len(samples) < 3:
         raise ValueError(f"a verdict needs at least 3 readings (a baseline and 2 steps), got {len(samples)}")
     steps = len(samples) - 1
@@ -135,7 +148,7 @@ def decide(samples: list[float], resource: Resource) -> Trend:
         slope > 0 and tail_slope > 0
         and predicted > bar
         and held > max(HELD_FRACTION * predicted, resource.quantum if resource.exact else bar)
-        and (resource.exact or slope > resource.floor)
+        and (resource.exact or slope > (resource.floor if floor is None else floor))
     )
     onset = 0
     rate = slope
@@ -175,6 +188,29 @@ def confirm(first: Trend, extended: Trend, continued: list[float], resource: Res
                  extended.scatter_bytes, extended.onset, extended.margin)
 
 
+def creeps(samples: list[float], resource: Resource) -> bool:
+    """Whether a noisy counter's series rose by at least a quantum on most steps, never fell,
+    and would grow but for the resource's floor: it needs a long pass (see the module's rule)."""
+    if not resource.long_pass or resource.exact or resource.floor <= 0 or len(samples) < 3:
+        return False
+    moves = [b - a for a, b in zip(samples, samples[1:], strict=False)]
+    steady = min(moves) >= 0 and sum(move >= resource.quantum for move in moves) >= CREEP_RISING * len(moves)
+    return steady and decide(samples, resource).verdict != GROWS and decide(samples, resource, floor=0).verdict == GROWS
+
+
+def confirm_creep(first: Trend, extended: Trend, continued: list[float]) -> Trend:
+    """The verdict on a creep after its long pass: ``extended`` is decided on the whole series
+    without the floor, ``continued`` is the long pass's readings (with the last one before them).
+    A leak keeps its rate; a saw-tooth that falls back during the pass does not."""
+    if extended.verdict != GROWS or len(continued) < 3:
+        return extended
+    rate = theil_sen_slope(continued)
+    if rate >= SLOWING * first.per_step_bytes:
+        return extended
+    return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
+                 extended.scatter_bytes, extended.onset, extended.margin)
+
+
 def decide_truncated(samples: list[float], resource: Resource) -> Trend:
     """A series the budget stopped: it grew past the budget, so it grows; give its slope."""
     slope = theil_sen_slope(samples) if len(samples) >= 2 else 0.0
@@ -198,5 +234,6 @@ def one_jump(samples: list[float], resource: Resource) -> int | None:
     return None
 
 
-__all__ = ["BOUNDED", "GROWS", "PLATEAU", "RAISES", "VERDICTS", "Trend", "confirm", "decide", "decide_truncated",
+__all__ = ["BOUNDED", "GROWS", "PLATEAU", "RAISES", "VERDICTS", "Trend", "confirm", "confirm_creep", "creeps", "decide",
+           "decide_truncated",
            "format_bytes", "one_jump", "scatter", "theil_sen_slope", "thin"]

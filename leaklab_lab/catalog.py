@@ -175,8 +175,10 @@ def _sensitivity(filename: str, document: dict[str, Any], grid: dict[str, Any]) 
     """The sensitivity benchmark's table: each controlled leak and bounded control, as measured."""
     out = [f"### Sensitivity ({_where(document)}, [{filename}](results/{filename}))", "",
            f"Leaks detected: **{grid['leaks_detected']} of {grid['leaks']}**; bounded controls called growing: "
-           f"**{grid['false_alarms']} of {grid['controls']}** (default check: 20 measured steps after 5 of warm-up).", "",
-           "| step | what | true rate | verdict | where | measured rate |", "| --- | --- | --- | --- | --- | --- |"]
+           f"**{grid['false_alarms']} of {grid['controls']}** (default check: 20 measured steps after 5 of warm-up, then "
+           "the confirmation's steps where a verdict needed one).", "",
+           "| step | what | true rate | verdict | where | measured rate | confirmation steps |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, row in grid["rows"].items():
         true = format_bytes(row["true_per_step"]) + "/step" if row["kind"] == "leak" else "none"
         if row["resource"] == "open_fds" and row["kind"] == "leak":
@@ -184,7 +186,8 @@ def _sensitivity(filename: str, document: dict[str, Any], grid: dict[str, Any]) 
         wrong = (row["kind"] == "leak") != (row["verdict"] == "grows")
         verdict = f"**{row['verdict']}**" if wrong else row["verdict"]
         rate = RESOURCES[row["resource"]].format(row["per_step"]) + "/step" if row["verdict"] == "grows" else "–"
-        out.append(f"| `{name}` | {row['what']} | {true} | {verdict} | `{row['resource']}` | {rate} |")
+        out.append(f"| `{name}` | {row['what']} | {true} | {verdict} | `{row['resource']}` | {rate} | "
+                   f"{row.get('confirmed_steps', 0)} |")
     return [*out, "", "A verdict in bold is wrong: a leak missed or a control called growing.", ""]
 
 

@@ -1,5 +1,5 @@
 """The sensitivity benchmark: the smallest leaks each counter should see, and bounded steps that
-are tricky, each run once under the default check on one device. It says, per resource and
+are tricky, each run once under the default check on one device (a row in :data:`ASKED` watches what it names). It says, per resource and
 device, the smallest leak detected and how many bounded controls were called growing.
 
 The steps live in tests/data/edge_steps.py (the CPU tests assert the key rows there too).
@@ -24,11 +24,16 @@ LEAKS: dict[str, tuple[str, float, str]] = {
     "mlp_leak_512": ("512 B of tensors per step inside an MLP training step", 512, "tensors"),
     "resnet18_leak_512": ("512 B of tensors per step inside a resnet18 training step", 512, "tensors"),
     "bytes_512": ("a bytes(512) kept per step (545 B, malloc): under the heap's 1 KiB/step floor", 545, "host_heap"),
+    "c_heap_256": ("256 B of C heap (malloc, as a C extension would) kept per step", 256, "host_heap"),
+    "bytes_256": ("a bytes(256) kept per step (289 B, pymalloc), python_objects watched as asked", 289,
+                  "python_objects"),
     "bytes_4k": ("a bytes(4096) kept per step (malloc)", 4129, "host_heap"),
     "opens_files": ("one file descriptor left open per step", 1, "open_fds"),
     "small_strings": ("100,000 small strings kept per step", 100_000, "host_heap"),
     "cyclic_garbage_kept": ("a self-referencing record with 100 kB kept per step", 100_000, "host_heap"),
 }
+# Rows that watch a resource the default check leaves out (see python_objects in leaklab.resources).
+ASKED: dict[str, tuple[str, ...]] = {"bytes_256": ("python_objects",)}
 CONTROLS: dict[str, str] = {
     "noop": "a step that does nothing",
     "mlp": "an MLP training step",
@@ -49,7 +54,7 @@ def run_grid(device: str, progress: Any = None) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for name in [*LEAKS, *CONTROLS]:
         started = time.perf_counter()
-        report = run_script(EDGES, name, device, RunOptions())
+        report = run_script(EDGES, name, device, RunOptions(resources=ASKED.get(name, ())))
         leak = LEAKS.get(name)
         rows[name] = {
             "what": leak[0] if leak else CONTROLS[name],

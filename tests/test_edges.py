@@ -29,6 +29,8 @@ def verdicts(name, **options):
     ("mlp_leak_512", "mlp", "cpu_tensors", {}),
     ("every_third_1k", "noop", "cpu_tensors", {}),
     ("bytes_4k", "noop", "host_heap", {"resources": ("host_heap",)}),
+    ("bytes_512", "noop", "host_heap", {}),
+    ("c_heap_256", "noop", "host_heap", {}),
     ("bytes_256", "noop", "python_objects", {"resources": ("python_objects",)}),
     ("opens_files", "noop", "open_fds", {}),
     ("small_strings", "noop", "host_heap", {}),

@@ -1,13 +1,14 @@
 """The runner's own guarantees: a leak is stopped at its budget, and what a step leaves behind
 (memory, child processes) is reported, not hidden."""
 
+import ctypes
 import subprocess
 import sys
 
 import torch
 
 from leaklab.runner import RunOptions, run_factory
-from leaklab.verdict import GROWS, MiB
+from leaklab.verdict import BOUNDED, GROWS, MiB
 
 kept_forever = []
 
@@ -84,3 +85,68 @@ def test_multiprocessing_helpers_are_not_left_behind_by_a_step():
     report = run_factory(factory, "cpu", RunOptions(steps=3, warmup=1, resources=("worker_memory",), child_wait=20.0))
     assert report.error is None
     assert report.released, (report.leftover, report.children_left)
+
+
+def _c_heap_step(size: int, release_every: int | None = None, last_step: int | None = None):
+    """A step that keeps one ``size``-byte block of C heap (malloc) per call, as a leaking C
+    extension does; freed every ``release_every`` calls (a saw-tooth); StopIteration after
+    ``last_step`` calls (a finite iterator). Its blocks go with the step."""
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks: list[int] = []
+    calls = [0]
+
+    def factory(device):
+        def step():
+            calls[0] += 1
+            if last_step is not None and calls[0] > last_step:
+                raise StopIteration
+            if release_every and calls[0] % release_every == 0:
+                while blocks:
+                    libc.free(blocks.pop())
+            blocks.append(libc.malloc(size))
+
+        return step
+
+    def release():
+        while blocks:
+            libc.free(blocks.pop())
+
+    return factory, release
+
+
+def _heap_run(factory):
+    return run_factory(factory, "cpu", RunOptions(resources=("host_heap",)))
+
+
+def test_a_c_heap_leak_of_256_bytes_a_step_grows_after_the_long_pass():
+    factory, release = _c_heap_step(256)
+    try:
+        report = _heap_run(factory)
+    finally:
+        release()
+    assert report.crept == ["host_heap"] and report.confirmed_steps == RunOptions().creep_steps
+    assert report.verdict == GROWS, report.summary()
+    assert 256 <= report.resources["host_heap"].per_step_bytes <= 2 * 256
+
+
+def test_a_heap_sawtooth_under_the_floor_is_bounded_after_the_long_pass():
+    factory, release = _c_heap_step(224, release_every=36)
+    try:
+        report = _heap_run(factory)
+    finally:
+        release()
+    assert report.crept == ["host_heap"], report.summary()
+    assert report.verdict == BOUNDED, report.summary()
+
+
+def test_a_step_that_cannot_run_through_the_long_pass_keeps_its_verdict_under_the_floor():
+    factory, release = _c_heap_step(256, last_step=45)
+    try:
+        report = _heap_run(factory)
+    finally:
+        release()
+    assert report.error is None and report.verdict == BOUNDED, report.summary()
+    assert report.long_pass_stopped.startswith("step ") and "StopIteration" in report.long_pass_stopped
+    assert "the long pass stopped at step" in report.summary()

@@ -3,7 +3,18 @@
 import pytest
 
 from leaklab import resources
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, confirm, decide, one_jump, theil_sen_slope, thin
+from leaklab.verdict import (
+    BOUNDED,
+    GROWS,
+    PLATEAU,
+    confirm,
+    confirm_creep,
+    creeps,
+    decide,
+    one_jump,
+    theil_sen_slope,
+    thin,
+)
 
 EXACT = resources.CPU_TENSORS        # an exact counter: quantum 1 B, no floor
 HEAP = resources.HOST_HEAP           # a noisy counter: its floor is its own scatter
@@ -151,3 +162,33 @@ def test_a_noisy_counter_whose_growth_starts_late_still_grows():
                                  6608, 7208]]
     first, extended, verdict = _confirmed(series, 12)
     assert verdict.verdict == "grows", (first, extended, verdict)
+
+
+# A bytes(512) kept per step in a no-op step raises the heap by exactly 560 B at every step
+# (measured on the CI machine); a DataLoader's heap rises as steadily for dozens of steps, then
+# falls back: here 224 B a step, back to the baseline every 36 steps.
+STEADY_560 = [10_000 + 560 * i for i in range(221)]
+SAWTOOTH_224 = [10_000 + 224 * (i % 36) for i in range(221)]
+# ... and a heap that settles: 560 B a step through the first pass, 40 B a step after.
+SETTLING = STEADY_560[:21] + [STEADY_560[20] + 40 * i for i in range(1, 201)]
+
+
+def test_a_steady_heap_rise_under_its_floor_creeps_and_noise_or_a_fall_does_not():
+    assert decide(STEADY_560[:21], HEAP).verdict == BOUNDED  # under the 1 KiB floor
+    assert creeps(STEADY_560[:21], HEAP) and creeps(SAWTOOTH_224[:21], HEAP)
+    noisy = [10_000 + 560 * i + (300 if i % 2 else -300) for i in range(21)]
+    assert not creeps(noisy, HEAP)
+    fell = STEADY_560[:10] + [v - 3000 for v in STEADY_560[10:21]]
+    assert not creeps(fell, HEAP)
+    assert not creeps([10_000 + 4096 * i for i in range(21)], HEAP), "over the floor: the rule grows it already"
+    assert not creeps([1024 * v for v in STEADY_560[:21]], resources.WORKER_MEMORY), "workers have no long pass"
+
+
+def test_a_creep_that_keeps_its_rate_through_the_long_pass_grows_and_a_sawtooth_or_a_settling_one_is_not():
+    assert decide(SETTLING, HEAP, floor=0).verdict == GROWS  # the whole series still rises: the rate tells
+    for series, expected in ((STEADY_560, GROWS), (SAWTOOTH_224, BOUNDED), (SETTLING, BOUNDED)):
+        first = decide(series[:21], HEAP)
+        trend = confirm_creep(first, decide(series, HEAP, floor=0), series[20:])
+        assert trend.verdict == expected, (series[:40], trend)
+    assert confirm_creep(decide(STEADY_560[:21], HEAP), decide(STEADY_560, HEAP, floor=0),
+                         STEADY_560[20:]).per_step_bytes == pytest.approx(560)

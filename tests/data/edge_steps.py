@@ -17,11 +17,20 @@ def noop(device):
 
 
 def bytes_512(device):
-    return lambda: kept.append(bytes(512))  # 545 B: served by malloc, seen by host_heap
+    return lambda: kept.append(bytes(512))  # 545 B: served by malloc, seen by host_heap (under its floor)
 
 
 def bytes_4k(device):
     return lambda: kept.append(bytes(4096))  # over the heap's 1 KiB/step floor
+
+
+def c_heap_256(device):
+    # A C extension that keeps 256 B of malloc'd memory per step: seen by host_heap only.
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    return lambda: kept.append(libc.malloc(256))
 
 
 def bytes_256(device):
