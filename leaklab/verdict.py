@@ -55,6 +55,7 @@ SCATTER_FACTOR = 3.0     # a trend must move the series by more than this many s
 HELD_FRACTION = 0.4      # ... and keep this share of the rise it predicts
 FELL_BACK = 0.1          # a plateau's series that came back within this share of its rise to the baseline
 CREEP_PASS = 10          # a creeping series is continued for this many times the run's steps
+CREEP_HELD = 0.8         # ... and its long pass's second half keeps this share of its first half's rate
 CREEP_RISING = 0.5       # ... a creep rises by a quantum on at least this share of its steps (glibc serves a
                          # few freed chunks per size from its thread cache, which mallinfo2 counts as in use)
 
@@ -201,11 +202,15 @@ def creeps(samples: list[float], resource: Resource) -> bool:
 def confirm_creep(first: Trend, extended: Trend, continued: list[float]) -> Trend:
     """The verdict on a creep after its long pass: ``extended`` is decided on the whole series
     without the floor, ``continued`` is the long pass's readings (with the last one before them).
-    A leak keeps its rate; a saw-tooth that falls back during the pass does not."""
+    A leak keeps its rate, through the pass and from its first half to its second; a saw-tooth
+    that falls back does not, nor does a cache that fills ever more slowly (a host-side cache per
+    batch shape, as new shapes grow rare)."""
     if extended.verdict != GROWS or len(continued) < 3:
         return extended
     rate = theil_sen_slope(continued)
-    if rate >= SLOWING * first.per_step_bytes:
+    half = len(continued) // 2
+    early, late = theil_sen_slope(continued[:half + 1]), theil_sen_slope(continued[half:])
+    if rate >= SLOWING * first.per_step_bytes and late >= CREEP_HELD * early:
         return extended
     return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
                  extended.scatter_bytes, extended.onset, extended.margin)
