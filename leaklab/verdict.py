@@ -27,8 +27,8 @@ Where a verdict is not a clear ``bounded``, the runner continues the series (a c
 pass) and decides again on all of it; a noisy counter that grows must still grow through that
 pass at half its rate or more (:func:`confirm`).
 
-``creeps``   a noisy counter's series that rose by at least one quantum on most steps and never
-             fell, but slower than the resource's floor (:func:`creeps`). The floor is there for
+``creeps``   a noisy counter's series that never fell and rose, but slower than the resource's
+             floor (:func:`creeps`). The floor is there for
              noise, and such a series has none: a ``bytes(512)`` kept per step in a no-op step
              raises the heap by exactly 560 B at every step. But a DataLoader's heap also rises
              steadily for dozens of steps, then falls back (a saw-tooth). So a run whose series
@@ -55,9 +55,10 @@ SCATTER_FACTOR = 3.0     # a trend must move the series by more than this many s
 HELD_FRACTION = 0.4      # ... and keep this share of the rise it predicts
 FELL_BACK = 0.1          # a plateau's series that came back within this share of its rise to the baseline
 CREEP_PASS = 10          # a creeping series is continued for this many times the run's steps
+CREEP_RISING = 0.1       # ... a creep rises by a quantum on at least this share of its steps: it may rise in
+                         # lumps (glibc hands out a size's freed chunks from its thread cache, which
+                         # mallinfo2 counts as in use, then restocks 8 at once: 0 B x 7, then 8 x 272 B)
 CREEP_HELD = 0.8         # ... and its long pass's second half keeps this share of its first half's rate
-CREEP_RISING = 0.5       # ... a creep rises by a quantum on at least this share of its steps (glibc serves a
-                         # few freed chunks per size from its thread cache, which mallinfo2 counts as in use)
 
 
 def thin(values: list[float], limit: int = MAX_POINTS) -> tuple[list[float], float]:
@@ -190,13 +191,15 @@ def confirm(first: Trend, extended: Trend, continued: list[float], resource: Res
 
 
 def creeps(samples: list[float], resource: Resource) -> bool:
-    """Whether a noisy counter's series rose by at least a quantum on most steps, never fell,
-    and would grow but for the resource's floor: it needs a long pass (see the module's rule)."""
+    """Whether a noisy counter's series never fell, rose (by a quantum, on a few steps at least)
+    and does not grow by the rule: it needs a long pass (see the module's rule)."""
     if not resource.long_pass or resource.exact or resource.floor <= 0 or len(samples) < 3:
         return False
     moves = [b - a for a, b in zip(samples, samples[1:], strict=False)]
     steady = min(moves) >= 0 and sum(move >= resource.quantum for move in moves) >= CREEP_RISING * len(moves)
-    return steady and decide(samples, resource).verdict != GROWS and decide(samples, resource, floor=0).verdict == GROWS
+    # Not the whole rule without the floor: a creep in lumps is flat between them, and its second
+    # half may hold one lump; the long pass, decided without the floor, is the test.
+    return steady and theil_sen_slope(samples) > 0 and decide(samples, resource).verdict != GROWS
 
 
 def confirm_creep(first: Trend, extended: Trend, continued: list[float]) -> Trend:
