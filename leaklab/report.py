@@ -116,6 +116,7 @@ class Report:
     confirmed_steps: int = 0           # steps of the confirmation pass (0: none was needed)
     uncertain: list[str] = field(default_factory=list)       # resources whose verdict the confirmation changed
     crept: list[str] = field(default_factory=list)           # resources that crept under their floor (long pass)
+    long_pass_steps: int = 0           # steps of the long pass (0: none was needed)
     long_pass_stopped: str | None = None  # why the step could not run through the long pass
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
@@ -244,7 +245,7 @@ class Report:
             line += f"; uncertain: the confirmation pass changed {', '.join(self.uncertain)}"
         if self.crept:
             line += (f"; {', '.join(self.crept)} rose steadily under its floor: "
-                     f"watched {self.confirmed_steps} more steps")
+                     f"watched {self.long_pass_steps} more steps")
         if self.long_pass_stopped:
             line += f"; the long pass stopped at {self.long_pass_stopped} (judged with the floor)"
         site = self.leak_site
@@ -324,6 +325,7 @@ class Report:
             "uncertain": self.uncertain,
             # Absent from runs made before the long pass (and from runs that needed none).
             **({"crept": self.crept} if self.crept else {}),
+            **({"long_pass_steps": self.long_pass_steps} if self.long_pass_steps else {}),
             **({"long_pass_stopped": self.long_pass_stopped} if self.long_pass_stopped else {}),
             "garbage": self.garbage,
             "median_step_seconds": self.median_step_seconds,
@@ -376,7 +378,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "crept", "long_pass_stopped", "garbage", "counters", "history")
+           "uncertain", "crept", "long_pass_steps", "long_pass_stopped", "garbage", "counters", "history")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 
 

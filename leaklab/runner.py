@@ -18,8 +18,8 @@ The run, in order:
 5. where any verdict is not ``bounded`` or was close, a confirmation pass of more steps
    continues the series and the verdict is decided again on all of it; a resource whose verdict
    changed is reported as uncertain. Where nothing grows but a noisy series crept up under its
-   floor (:func:`leaklab.verdict.creeps`), the pass is a long one, and that series is decided
-   without its floor (:func:`leaklab.verdict.confirm_creep`);
+   floor (:func:`leaklab.verdict.creeps`), a long pass continues that series alone, and it is
+   decided without its floor (:func:`leaklab.verdict.confirm_creep`);
 6. optionally, a few extra steps with allocation sites recorded (attribution);
 7. the step dropped, garbage collected, and what stayed behind and which child processes are
    still running are reported; those children are terminated.
@@ -70,7 +70,7 @@ Factory = Callable[[str], Step]
 ATTRIBUTION_STEPS = 5   # steps run after the series with allocation sites recorded
 MAX_STEPS = 100_000     # a series longer than this is a typo, not a leak check
 RESTARTS = 2            # lazy initialisations measured past at most this many times
-CREEP_STEPS_MAX = 400   # a creep's long pass is at most this long (or the confirmation's length, if longer)
+CREEP_STEPS_MAX = 400   # a creep's long pass is at most this long
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 
 
@@ -135,7 +135,7 @@ class RunOptions:
     @property
     def creep_steps(self) -> int:
         """The long pass that tells a slow leak from a saw-tooth (see :func:`leaklab.verdict.creeps`)."""
-        return max(self.confirm_steps, min(CREEP_PASS * self.steps, CREEP_STEPS_MAX))
+        return min(CREEP_PASS * self.steps, CREEP_STEPS_MAX)
 
     def validate(self, device: str) -> str:
         """Check every setting before anything runs; returns the device, checked."""
@@ -311,7 +311,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
     probe = Probe(device, tuple(options.resources), track_tensors=options.attribute)
     watched = probe.watched
     budget = {r.name: options.budget.get(r.name, r.budget) for r in watched}
-    series = _Series(probe.resources, max(options.warmup, options.steps + options.creep_steps) + 1)
+    series = _Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
     limit = _TimeLimit(options.timeout, hard=options.hard_timeout)
     with probe, limit:
         probe.settle(clear_workspaces=True)
@@ -356,37 +356,33 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                                        f"measured again after {done} steps")
             trends = _decide(series, watched, report)
             crept = _creeping(series, watched, trends)
+            first, start = trends, series.count - 1
             if options.confirm and not report.stopped_by_budget and (_needs_confirmation(trends) or crept):
                 report.stage = "confirmation"
-                first, start = trends, series.count - 1
-                count = options.creep_steps if crept else options.confirm_steps
                 # What the decision itself keeps alive (a few Python objects) must not read as a
                 # step of the series: the readings go on from where the series stopped.
                 series.shift_from(probe.sample())
-                try:
-                    done = _measure(step, probe, series, options, count, budget, built, limit, report, done)
-                except (Exception, SystemExit, StepTimeout) as exc:
-                    if not crept:
-                        raise
-                    # The long pass is ours, not asked for: a step that cannot run that long (a
-                    # finite iterator) ends the pass, and the creep keeps its verdict under the floor.
-                    limit.disarm()
-                    report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
-                    done = report.failed_step
-                    del exc
+                done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done)
                 trends = _decide(series, watched, report)
                 if not report.stopped_by_budget:
-                    long_passed = [] if report.long_pass_stopped else crept
-                    trends = {name: _confirmed(name, first, trend, series.series(name), start, long_passed)
-                              for name, trend in trends.items()}
+                    trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
+                              if name in first else trend for name, trend in trends.items()}
                     report.uncertain = [name for name, trend in first.items() if known.get(name).judged
                                         and name not in crept and name in trends and trends[name].verdict != trend.verdict]
-                report.confirmed_steps = series.count - 1 - start
+                report.confirmed_steps = options.confirm_steps
+            extended: dict[str, list[int]] = {}
+            if options.confirm and crept and not report.stopped_by_budget and not _grows(trends):
+                report.stage = "long pass"
+                extended, done = _long_pass(step, probe, series, crept, options, budget, built, limit, report, done)
+                if not report.long_pass_stopped:
+                    for name in crept:
+                        values = extended[name]
+                        trends[name] = confirm_creep(first[name], decide(values, known.get(name), floor=0), values[start:])
                 report.crept = crept
             if counters_start:
                 end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
-            _keep(report, series, watched, trends, device, options)
+            _keep(report, series, watched, trends, device, options, extended)
             if options.attribute and not report.stopped_by_budget:
                 # Attribution watches a few extra steps after the measured series: recording
                 # allocation stacks costs host memory (the allocator's history lives on the
@@ -440,9 +436,11 @@ def _over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str
 
 
 def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, count: int, budget: dict[str, int | None],
-             built: dict[str, int], limit: _TimeLimit, report: Report, done: int, quiet: bool = False) -> int:
-    """``count`` more steps, each followed by a reading; returns the steps run so far. The budget
-    is measured from ``built``, the reading just after the step was built."""
+             built: dict[str, int], limit: _TimeLimit, report: Report, done: int, quiet: bool = False,
+             only: list[str] | None = None) -> int:
+    """``count`` more steps, each followed by a reading (of ``only`` these resources, if given);
+    returns the steps run so far. The budget is measured from ``built``, the reading just after
+    the step was built."""
     sync = probe.kind == "cuda"
     for i in range(count):
         report.failed_step = done
@@ -454,7 +452,7 @@ def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, cou
         seconds = time.perf_counter() - started
         limit.disarm()
         done += 1
-        sample = probe.sample()
+        sample = probe.sample(only)
         series.add(sample, probe, seconds)
         if options.progress and not quiet:
             options.progress(i + 1, count, sample)
@@ -478,21 +476,40 @@ def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report
     return trends
 
 
+def _grows(trends: dict[str, Any]) -> bool:
+    return any(known.get(name).judged and trend.verdict == GROWS for name, trend in trends.items())
+
+
 def _creeping(series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any]) -> list[str]:
     """Noisy series that crept up under their floor, where nothing grows (a run that already
     fails needs no long pass)."""
-    if any(known.get(name).judged and trend.verdict == GROWS for name, trend in trends.items()):
+    if _grows(trends):
         return []
     return [r.name for r in watched if r.judged and r.name in trends and creeps(series.series(r.name), r)]
 
 
-def _confirmed(name: str, first: dict[str, Any], trend: Any, values: list[int], start: int, crept: list[str]) -> Any:
-    """One resource's verdict after the confirmation pass that started at reading ``start``."""
-    if name not in first:
-        return trend
-    if name in crept:
-        return confirm_creep(first[name], decide(values, known.get(name), floor=0), values[start:])
-    return confirm(first[name], trend, values[start:], known.get(name))
+def _long_pass(step: Step, probe: Probe, series: _Series, crept: list[str], options: RunOptions,
+               budget: dict[str, int | None], built: dict[str, int], limit: _TimeLimit, report: Report,
+               done: int) -> tuple[dict[str, list[int]], int]:
+    """The creeping series continued for :attr:`RunOptions.creep_steps` more steps, reading only
+    them (the other resources were decided, and a DataLoader's workers cost milliseconds a
+    reading); returns each one's whole series and the steps run. A step that cannot run that
+    long (a finite iterator) ends the pass: it is ours, not asked for, and the creep keeps its
+    verdict under the floor."""
+    light = _Series(tuple(crept), options.creep_steps + 1)
+    last = series.last()
+    start = probe.sample(crept)
+    light.shift = {name: start[name] - last[name] for name in crept}  # go on from where the series stopped
+    try:
+        done = _measure(step, probe, light, options, options.creep_steps, budget, built, limit, report, done,
+                        only=crept)
+    except (Exception, SystemExit, StepTimeout) as exc:
+        limit.disarm()
+        report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
+        done = report.failed_step
+        del exc
+    report.long_pass_steps = light.count
+    return {name: series.series(name) + light.series(name) for name in crept}, done
 
 
 def _needs_confirmation(trends: dict[str, Any]) -> bool:
@@ -503,7 +520,7 @@ def _needs_confirmation(trends: dict[str, Any]) -> bool:
 
 
 def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any],
-          device: str, options: RunOptions) -> None:
+          device: str, options: RunOptions, extended: dict[str, list[int]]) -> None:
     count = series.count
     report.step_seconds = series.seconds[1:count].tolist()
     report.metrics = {key: values[1:count].tolist() for key, values in series.metrics.items()}
@@ -513,7 +530,7 @@ def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], 
         trend = trends.get(resource.name)
         if trend is None:
             continue  # the budget cut the run before this resource had a series to judge
-        values = series.series(resource.name)
+        values = extended.get(resource.name) or series.series(resource.name)
         result = ResourceResult(resource.name, values, trend, report.before_build.get(resource.name, values[0]))
         total = options.exhaust_at if options.exhaust_at and resource.unit == "B" else capacity(resource, device)
         if total is not None:

@@ -246,3 +246,14 @@ def test_the_probes_cuda_counters_are_the_allocators_own():
     for key in ("allocated_bytes", "reserved_bytes"):
         for kind in ("current", "peak"):
             assert fast[key]["all"][kind] == public[f"{key}.all.{kind}"], (key, kind)
+
+
+def test_a_reading_of_some_resources_keeps_the_tensor_counter_from_piling_up():
+    # The long pass reads the heap alone; the tensor counter's dead storages are dropped when it
+    # is read, and must be all the same, or they would be the heap growth that pass watches.
+    with Probe("cpu", ("cpu_tensors", "host_heap")) as probe:
+        for _ in range(300):
+            (torch.ones(64) * 2).sum()
+            probe.sample(["host_heap"])
+        kept = len(probe.tensors._storages)  # dead ones included: reading keys() would drop them
+        assert kept < 10, f"{kept} storages kept: the dead ones piled up between readings"

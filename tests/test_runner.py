@@ -126,7 +126,8 @@ def test_a_c_heap_leak_of_256_bytes_a_step_grows_after_the_long_pass():
         report = _heap_run(factory)
     finally:
         release()
-    assert report.crept == ["host_heap"] and report.confirmed_steps == RunOptions().creep_steps
+    assert report.crept == ["host_heap"] and report.long_pass_steps == RunOptions().creep_steps
+    assert len(report.resources["host_heap"].samples) == 21 + report.confirmed_steps + report.long_pass_steps
     assert report.verdict == GROWS, report.summary()
     assert 256 <= report.resources["host_heap"].per_step_bytes <= 2 * 256
 
