@@ -159,6 +159,10 @@ def decide(samples: list[float], resource: Resource, floor: float | None = None)
         start = _onset(samples, max(resource.quantum, bar))
         if steps - start >= 2:
             onset, rate = start, theil_sen_slope(samples[start:])
+        if rate <= 0:
+            # Flat since it left its start: a level that rose once and stayed (batches in flight
+            # went from 0-1 to 2 and stayed there, on the H200), not growth.
+            grows, onset, rate = False, 0, slope
     if grows:
         verdict = GROWS
     else:

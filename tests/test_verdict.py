@@ -214,3 +214,14 @@ def test_a_creep_that_keeps_its_rate_through_the_long_pass_grows_and_a_sawtooth_
         assert trend.verdict == expected, (series[:40], trend)
     assert confirm_creep(decide(STEADY_560[:21], HEAP), decide(STEADY_560, HEAP, floor=0),
                          STEADY_560[20:]).per_step_bytes == pytest.approx(560)
+
+
+def test_a_level_that_rose_once_and_stayed_is_not_growth_at_zero_bytes_a_step():
+    # shared_memory of num_workers_gpu_memory's fix on the H200 (torch 2.11): DataLoader batches
+    # of 1.5 MiB in flight went 0, 1, back to 0, then 2 and stayed. It was called "grows by 0 B/step
+    # since step 12": a growth verdict whose own rate since it started is nothing.
+    batches = [0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 2]
+    series = [81_920 + 1_572_864 * n for n in batches]
+    trend = decide(series, resources.SHARED_MEMORY)
+    assert trend.verdict != GROWS, trend
+    assert decide(series[:13], resources.SHARED_MEMORY).verdict == BOUNDED  # the first pass, as the run had it
