@@ -59,6 +59,8 @@ CREEP_RISING = 0.1       # ... a creep rises by a quantum on at least this share
                          # lumps (glibc hands out a size's freed chunks from its thread cache, which
                          # mallinfo2 counts as in use, then restocks 8 at once: 0 B x 7, then 8 x 272 B)
 CREEP_HELD = 0.8         # ... and its long pass's second half keeps this share of its first half's rate
+CREEP_WINDOW = 10        # ... and every run of this many steps in its long pass rises (glibc's lumps come every 8;
+                         # a heap that grows only when a dict or list doubles has long flat runs between)
 
 
 def thin(values: list[float], limit: int = MAX_POINTS) -> tuple[list[float], float]:
@@ -209,15 +211,17 @@ def creeps(samples: list[float], resource: Resource) -> bool:
 def confirm_creep(first: Trend, extended: Trend, continued: list[float]) -> Trend:
     """The verdict on a creep after its long pass: ``extended`` is decided on the whole series
     without the floor, ``continued`` is the long pass's readings (with the last one before them).
-    A leak keeps its rate, through the pass and from its first half to its second; a saw-tooth
-    that falls back does not, nor does a cache that fills ever more slowly (a host-side cache per
-    batch shape, as new shapes grow rare)."""
+    A leak keeps its rate, through the pass and from its first half to its second, and rises in
+    every run of :data:`CREEP_WINDOW` steps; a saw-tooth that falls back does not, nor does a cache
+    that fills ever more slowly (a host-side cache per batch shape, as new shapes grow rare), nor a
+    heap that moves only in rare lumps (its verdict would hang on where they land)."""
     if extended.verdict != GROWS or len(continued) < 3:
         return extended
     rate = theil_sen_slope(continued)
     half = len(continued) // 2
     early, late = theil_sen_slope(continued[:half + 1]), theil_sen_slope(continued[half:])
-    if rate >= SLOWING * first.per_step_bytes and late >= CREEP_HELD * early:
+    throughout = all(b - a > 0 for a, b in zip(continued, continued[CREEP_WINDOW:], strict=False))
+    if rate >= SLOWING * first.per_step_bytes and late >= CREEP_HELD * early and throughout:
         return extended
     return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
                  extended.scatter_bytes, extended.onset, extended.margin)
