@@ -116,16 +116,17 @@ def _c_heap_step(size: int, release_every: int | None = None, last_step: int | N
     return factory, release
 
 
-def _heap_run(factory):
-    return run_factory(factory, "cpu", RunOptions(resources=("host_heap",)))
+def _heap_run(size: int, **step):
+    """The C-heap step (see :func:`_c_heap_step`) run with the heap watched; its blocks freed after."""
+    factory, release = _c_heap_step(size, **step)
+    try:
+        return run_factory(factory, "cpu", RunOptions(resources=("host_heap",)))
+    finally:
+        release()
 
 
 def test_a_c_heap_leak_of_256_bytes_a_step_grows_after_the_long_pass():
-    factory, release = _c_heap_step(256)
-    try:
-        report = _heap_run(factory)
-    finally:
-        release()
+    report = _heap_run(256)
     assert report.crept == ["host_heap"] and report.long_pass_steps == RunOptions().creep_steps
     assert len(report.resources["host_heap"].samples) == 21 + report.confirmed_steps + report.long_pass_steps
     assert report.verdict == GROWS, report.summary()
@@ -133,21 +134,13 @@ def test_a_c_heap_leak_of_256_bytes_a_step_grows_after_the_long_pass():
 
 
 def test_a_heap_sawtooth_under_the_floor_is_bounded_after_the_long_pass():
-    factory, release = _c_heap_step(224, release_every=36)
-    try:
-        report = _heap_run(factory)
-    finally:
-        release()
+    report = _heap_run(224, release_every=36)
     assert report.crept == ["host_heap"], report.summary()
     assert report.verdict == BOUNDED, report.summary()
 
 
 def test_a_step_that_cannot_run_through_the_long_pass_keeps_its_verdict_under_the_floor():
-    factory, release = _c_heap_step(256, last_step=45)
-    try:
-        report = _heap_run(factory)
-    finally:
-        release()
+    report = _heap_run(256, last_step=45)
     assert report.error is None and report.verdict == BOUNDED, report.summary()
     assert report.long_pass_stopped.startswith("step ") and "StopIteration" in report.long_pass_stopped
     assert "the long pass stopped at step" in report.summary()
