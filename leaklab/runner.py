@@ -520,7 +520,7 @@ def _needs_confirmation(trends: dict[str, Any]) -> bool:
 
 
 def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any],
-          device: str, options: RunOptions, extended: dict[str, list[int]]) -> None:
+          device: str, options: RunOptions, extended: dict[str, list[int]] | None = None) -> None:
     count = series.count
     report.step_seconds = series.seconds[1:count].tolist()
     report.metrics = {key: values[1:count].tolist() for key, values in series.metrics.items()}
@@ -530,7 +530,7 @@ def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], 
         trend = trends.get(resource.name)
         if trend is None:
             continue  # the budget cut the run before this resource had a series to judge
-        values = extended.get(resource.name) or series.series(resource.name)
+        values = (extended or {}).get(resource.name) or series.series(resource.name)
         result = ResourceResult(resource.name, values, trend, report.before_build.get(resource.name, values[0]))
         total = options.exhaust_at if options.exhaust_at and resource.unit == "B" else capacity(resource, device)
         if total is not None:
