@@ -178,6 +178,12 @@ def decide(samples: list[float], resource: Resource, floor: float | None = None)
 SLOWING = 0.5  # a noisy counter whose growth fell below this share of its rate while confirmed is settling
 
 
+def _settled(extended: Trend, rate: float) -> Trend:
+    """``extended``'s figures with the verdict bounded: growth that did not hold through a pass."""
+    return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
+                 extended.scatter_bytes, extended.onset, extended.margin)
+
+
 def confirm(first: Trend, extended: Trend, continued: list[float], resource: Resource) -> Trend:
     """The verdict after a confirmation pass: ``extended`` is decided on the whole series,
     ``continued`` is the confirmation's own readings (with the last one before them). A noisy
@@ -190,10 +196,7 @@ def confirm(first: Trend, extended: Trend, continued: list[float], resource: Res
         return extended
     rate = theil_sen_slope(continued)
     reference = first.per_step_bytes if first.verdict == GROWS else extended.per_step_bytes
-    if rate >= SLOWING * reference:
-        return extended
-    return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
-                 extended.scatter_bytes, extended.onset, extended.margin)
+    return extended if rate >= SLOWING * reference else _settled(extended, rate)
 
 
 def creeps(samples: list[float], resource: Resource) -> bool:
@@ -221,10 +224,8 @@ def confirm_creep(first: Trend, extended: Trend, continued: list[float]) -> Tren
     half = len(continued) // 2
     early, late = theil_sen_slope(continued[:half + 1]), theil_sen_slope(continued[half:])
     throughout = all(b - a > 0 for a, b in zip(continued, continued[CREEP_WINDOW:], strict=False))
-    if rate >= SLOWING * first.per_step_bytes and late >= CREEP_HELD * early and throughout:
-        return extended
-    return Trend(BOUNDED, extended.per_step_bytes, rate, extended.rise_bytes, extended.floor_bytes,
-                 extended.scatter_bytes, extended.onset, extended.margin)
+    held = rate >= SLOWING * first.per_step_bytes and late >= CREEP_HELD * early and throughout
+    return extended if held else _settled(extended, rate)
 
 
 def decide_truncated(samples: list[float], resource: Resource) -> Trend:
