@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,24 @@ def _write(what: str, path: Any, writer: Any) -> None:
                        "the file that was there is unchanged") from exc
 
 
+# What the lab's commands import beyond the package's own dependencies, and the extra that brings it.
+EXTRAS = {"torchvision": "lab", "matplotlib": "lab", "pytest": "lab", "pytest_benchmark": "lab", "IPython": "test"}
+
+
+def _needs_extras(command: str, handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``handler``, answering one line (exit 2 through BadInput) where a module it needs is missing."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except ModuleNotFoundError as exc:
+            top = (exc.name or "").split(".")[0]
+            extra = EXTRAS.get(top, "lab")
+            raise BadInput(f"`leaklab {command}` needs {top or exc}, which is not installed here: "
+                           f"pip install -e '.[{extra}]'") from None
+
+    return run
+
+
 def register(commands: Any) -> None:
     """Add the lab's subcommands to ``leaklab``'s parser (entry point ``leaklab.commands``)."""
     run = commands.add_parser("run", help="run the catalog's cases and print the verdict table")
@@ -83,10 +102,10 @@ def register(commands: Any) -> None:
     catalog.add_argument("--curves", action="store_true", help="also redraw docs/curves/*.png from the committed results")
     catalog.add_argument("--strict", action="store_true",
                          help="fail when a figure in a case's text is not in the committed results (after a re-measure)")
-    run.set_defaults(handler=cmd_run)
-    compare.set_defaults(handler=cmd_compare)
-    bench.set_defaults(handler=cmd_bench)
-    catalog.set_defaults(handler=cmd_catalog)
+    run.set_defaults(handler=_needs_extras("run", cmd_run))
+    compare.set_defaults(handler=_needs_extras("compare", cmd_compare))
+    bench.set_defaults(handler=_needs_extras("bench", cmd_bench))
+    catalog.set_defaults(handler=_needs_extras("catalog", cmd_catalog))
 
 
 def _device(choice: str) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import TYPE_CHECKING
+
 import torch
 
 from leaklab.measure import cuda_usable
+
+if TYPE_CHECKING:  # `leaklab run` uses unmet() without pytest installed
+    import pytest
 
 MARKERS = {
     "cuda": "cuda: needs a CUDA device; skipped with a reason where torch sees none",
