@@ -121,6 +121,7 @@ class Report:
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
     history: str | None = None         # growing autograd history, for host-heap leaks
+    growth: dict[str, list[str]] = field(default_factory=dict)  # per resource: what grows, named (leaklab.growth)
     counters: dict[str, int] = field(default_factory=dict)   # allocator counter deltas (cuda)
     before_build: dict[str, int] = field(default_factory=dict)
     torch_version: str = torch.__version__
@@ -255,6 +256,9 @@ class Report:
                 line += f", held by {site.held_by}"
         elif self.history and self.verdict != BOUNDED:
             line += f"; {self.history}"
+        named = self.growth.get(resource) or next(iter(self.growth.values()), None)
+        if named and self.verdict == GROWS:
+            line += f"; {named[0]}"
         if self.children_left:
             line += f"; left {self.children_left} child process(es) running, now stopped ({'; '.join(self.children[:2])})"
         return line
@@ -292,6 +296,9 @@ class Report:
             rows.extend(f"  {site}" + (f"\n      {site.code}" if site.code else "") for site in self.sites[:5])
         if self.history:
             rows.append(self.history)
+        for name, lines in self.growth.items():
+            rows.append(f"what grows in {name}:")
+            rows.extend(f"  {line}" for line in lines)
         return "\n".join(rows)
 
     def to_json(self) -> dict[str, Any]:
@@ -334,6 +341,7 @@ class Report:
             "counters": self.counters,
             "sites": [asdict(site) for site in self.sites],
             "history": self.history,
+            **({"growth": self.growth} if self.growth else {}),
             "resources": {
                 name: {
                     "verdict": r.verdict,
@@ -378,7 +386,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "crept", "long_pass_steps", "long_pass_stopped", "garbage", "counters", "history")
+           "uncertain", "crept", "long_pass_steps", "long_pass_stopped", "garbage", "counters", "history", "growth")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 
 

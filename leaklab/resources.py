@@ -124,6 +124,20 @@ def _children(reading: Reading) -> int:
     return len(reading.children())
 
 
+def _threads(reading: Reading) -> int:
+    from leaklab.measure import thread_count
+
+    return thread_count(["self", *reading.children()])
+
+
+def _mapped_files(reading: Reading) -> int:
+    return reading.probe.mapped_files.count(reading.statm())
+
+
+def _mapped_file_bytes(reading: Reading) -> int:
+    return reading.probe.mapped_files.resident(reading.statm())
+
+
 def _count_fds_by_listing() -> int:
     try:
         return len(os.listdir("/proc/self/fd")) - 1  # less the descriptor listdir itself holds
@@ -189,16 +203,36 @@ CHILDREN = Resource(
     "/proc/<pid>/task/<pid>/children and multiprocessing.active_children()", ("cpu", "cuda"), _children,
     # No release check here: the run stops the step's children itself and reports them (children_left).
     exact=True, quantum=1, floor=0, plateau_min=1, budget=64, release_tolerance=None, rank=5, unit="processes")
+THREADS = Resource(
+    "threads", "threads of this process and of its child processes (Python's and native ones)",
+    "the entries of /proc/<pid>/task of the process and its children", ("cpu", "cuda"), _threads,
+    # A thread that was just joined may still be counted for a moment (seen: 1 reading in 50),
+    # a blip that a slope through the series does not follow.
+    exact=True, quantum=1, floor=0, plateau_min=8, budget=1024, release_tolerance=None, rank=6, unit="threads")
+MAPPED_FILES = Resource(
+    "mapped_files", "file-backed memory mappings of this process (mmap, torch.load(mmap=True), from_file)",
+    "the file-backed lines of /proc/self/maps (/dev/shm's left to shared_memory), listed again only when "
+    "the virtual size in /proc/self/statm changed", ("cpu", "cuda"),
+    _mapped_files,
+    # Loading a library maps it in several pieces: a lazily imported extension is a jump, not a trend.
+    exact=True, quantum=1, floor=0, plateau_min=16, budget=16384, release_tolerance=None, rank=7, unit="mappings")
+MAPPED_FILE_BYTES = Resource(
+    "mapped_file_bytes", "resident pages of file-backed mappings (touched pages of mapped files and libraries)",
+    "RssFile: in /proc/self/status, read again only when statm's shared pages changed", ("cpu", "cuda"),
+    _mapped_file_bytes,
+    # Code pages of libraries are faulted in when a code path first runs: one-off jumps of a few
+    # pages, which a slope through the series does not follow.
+    exact=True, quantum=4 * KiB, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=8)
 OPEN_FDS = Resource(
     "open_fds", "file descriptors this process holds open (files, sockets, pipes)",
     "/proc/self/fd", ("cpu", "cuda"), _open_fds,
-    exact=True, quantum=1, floor=0, plateau_min=8, budget=4096, release_tolerance=None, rank=6, unit="fds")
+    exact=True, quantum=1, floor=0, plateau_min=8, budget=4096, release_tolerance=None, rank=9, unit="fds")
 DEVICE_RESERVED = Resource(
     "device_reserved", "device memory reserved by the caching allocator (torch.cuda.memory_reserved)",
     "the CUDA caching allocator's reserved bytes (same stats read)", ("cuda",), _device_reserved,
     # No budget: reserved memory is a cache that one resnet18 step at batch 64 fills past 2 GiB on
     # the H200 (measured); a leak of tensors is stopped by device_allocated's budget.
-    exact=False, quantum=2 * MiB, floor=0, plateau_min=2 * MiB, budget=None, release_tolerance=None, rank=7, cache=True)
+    exact=False, quantum=2 * MiB, floor=0, plateau_min=2 * MiB, budget=None, release_tolerance=None, rank=10, cache=True)
 # Watched only when asked for: with torch's ops running under a Python dispatch mode (how
 # cpu_tensors counts), torch itself keeps a few more small objects on each of the first hundreds
 # of steps (measured: ~2-4 blocks/step in a plain training step), which would read as a slow leak;
@@ -206,7 +240,7 @@ DEVICE_RESERVED = Resource(
 PYTHON_OBJECTS = Resource(
     "python_objects", "blocks in use in Python's small-object allocator (objects of 512 bytes or less)",
     "sys.getallocatedblocks(): pymalloc's count, which the C heap's counters do not see", ("cpu", "cuda"),
-    _python_objects, exact=True, quantum=1, floor=0, plateau_min=4096, budget=50_000_000, release_tolerance=None, rank=8,
+    _python_objects, exact=True, quantum=1, floor=0, plateau_min=4096, budget=50_000_000, release_tolerance=None, rank=11,
     unit="blocks", optional=True)
 # The heap drifts upward by a few hundred bytes per step for dozens of steps in real steps with
 # nothing leaking (DataLoaders, pinned-memory loops on the H200: 185-477 B/step; and while cpu_tensors
@@ -217,13 +251,13 @@ PYTHON_OBJECTS = Resource(
 HOST_HEAP = Resource(
     "host_heap", "bytes in use in the process's C heap (glibc mallinfo2)",
     "glibc mallinfo2() bytes in use (RSS would hide freed-but-resident pages)", ("cpu", "cuda"), _host_heap,
-    exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=9,
+    exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=12,
     long_pass=True)
 def _peak(name: str, description: str, source: str, device: str, read: Callable[[Reading], int], quantum: int) -> Resource:
     """A peak: the most a tensor counter held during each step, reset at every reading; shown,
     never judged, and watched only when asked for (see each one's reason below)."""
     return Resource(name, description, source, (device,), read, exact=True, quantum=quantum, floor=0,
-                    plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=10, judged=False, resets=True,
+                    plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=13, judged=False, resets=True,
                     optional=True)
 
 
@@ -244,11 +278,11 @@ CPU_TENSORS_PEAK = _peak(
 HOST_RSS = Resource(
     "host_rss", "resident anonymous memory of the process: what the OS charges it, free-but-held heap included",
     "RssAnon in /proc/self/status", ("cpu", "cuda"), _host_rss,
-    exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=2 * GiB, release_tolerance=None, rank=11,
+    exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=2 * GiB, release_tolerance=None, rank=14,
     optional=True)
 
 ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, CHILDREN,
-                             OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, CPU_TENSORS_PEAK, HOST_RSS)
+                             THREADS, MAPPED_FILES, MAPPED_FILE_BYTES, OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, CPU_TENSORS_PEAK, HOST_RSS)
 BY_NAME: dict[str, Resource] = {resource.name: resource for resource in ALL}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 

@@ -20,7 +20,9 @@ The run, in order:
    changed is reported as uncertain. Where nothing grows but a noisy series crept up under its
    floor (:func:`leaklab.verdict.creeps`), a long pass continues that series alone, and it is
    decided without its floor (:func:`leaklab.verdict.confirm_creep`);
-6. optionally, a few extra steps with allocation sites recorded (attribution);
+6. where Python objects, threads, descriptors or file mappings grow, a few extra steps between
+   two censuses name what grows (:mod:`leaklab.growth`); optionally, a few extra steps with
+   allocation sites recorded (attribution);
 7. the step dropped, garbage collected, and what stayed behind and which child processes are
    still running are reported; those children are terminated.
 
@@ -48,7 +50,7 @@ from typing import Any
 import psutil
 import torch
 
-from leaklab import attribution
+from leaklab import attribution, growth
 from leaklab import resources as known
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.report import Report, ResourceResult
@@ -68,6 +70,7 @@ Step = Callable[[], Any]
 Factory = Callable[[str], Step]
 
 ATTRIBUTION_STEPS = 5   # steps run after the series with allocation sites recorded
+NAMING_STEPS = 5        # steps run between two censuses of what grows (Python objects, threads, fds, mappings)
 MAX_STEPS = 100_000     # a series longer than this is a typo, not a leak check
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CREEP_STEPS_MAX = 400   # a creep's long pass is at most this long
@@ -168,6 +171,12 @@ def capacity(resource: known.Resource, device: str) -> float | None:
             import resource as rlimits
 
             return float(rlimits.getrlimit(rlimits.RLIMIT_NOFILE)[0])
+        limits = {known.MAPPED_FILES.name: "/proc/sys/vm/max_map_count", known.THREADS.name: "/proc/sys/kernel/threads-max"}
+        if resource.name in limits:
+            try:
+                return float(Path(limits[resource.name]).read_text())
+            except (OSError, ValueError):
+                return None
         return None
     if resource in (known.DEVICE_ALLOCATED, known.DEVICE_RESERVED, known.DEVICE_PEAK):
         return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
@@ -342,10 +351,10 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 series.count = 0
                 series.shift = dict.fromkeys(series.names, 0)
                 probe.freeze_existing()
-                series.add(probe.sample(), probe, 0.0)
                 if probe.kind == "cuda":
                     counters_start = device_counters(device)
-                done = _measure(step, probe, series, options, options.steps, budget, built, limit, report, done)
+                done = _measure(step, probe, series, options, options.steps, budget, built, limit, report, done,
+                                start=BASELINE)
                 if report.stopped_by_budget or restarts >= RESTARTS:
                     break
                 jumps = [r.name for r in watched if r.judged and not r.cache and one_jump(series.series(r.name), r) is not None]
@@ -361,8 +370,8 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 report.stage = "confirmation"
                 # What the decision itself keeps alive (a few Python objects) must not read as a
                 # step of the series: the readings go on from where the series stopped.
-                series.shift_from(probe.sample())
-                done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done)
+                done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done,
+                                start=CONTINUE)
                 trends = _decide(series, watched, report)
                 if not report.stopped_by_budget:
                     trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
@@ -383,6 +392,23 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
             _keep(report, series, watched, trends, device, options, extended)
+            nameable = {name for name, trend in trends.items() if name in growth.NAMEABLE and trend.verdict == GROWS}
+            if nameable and not report.stopped_by_budget:
+                # What grows is named over a few extra steps, between two censuses (they hold
+                # every container for a moment, which must not show in the verdicts).
+                report.stage = "naming"
+                probe.unfreeze()
+                probe.prune()
+                census = growth.take(nameable)
+                for i in range(NAMING_STEPS):
+                    report.failed_step = done + i
+                    limit.arm()
+                    _call_step(step)
+                    limit.disarm()
+                done += NAMING_STEPS
+                probe.prune()
+                report.growth = growth.growth(census, growth.take(nameable), NAMING_STEPS, nameable)
+                del census
             if options.attribute and not report.stopped_by_budget:
                 # Attribution watches a few extra steps after the measured series: recording
                 # allocation stacks costs host memory (the allocator's history lives on the
@@ -435,13 +461,29 @@ def _over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str
     return None
 
 
+BASELINE, CONTINUE = "baseline", "continue"
+
+
 def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, count: int, budget: dict[str, int | None],
              built: dict[str, int], limit: _TimeLimit, report: Report, done: int, quiet: bool = False,
-             only: list[str] | None = None) -> int:
+             only: list[str] | None = None, start: str | None = None) -> int:
     """``count`` more steps, each followed by a reading (of ``only`` these resources, if given);
     returns the steps run so far. The budget is measured from ``built``, the reading just after
-    the step was built."""
+    the step was built. ``start``: :data:`BASELINE` takes the series' first reading here first,
+    :data:`CONTINUE` a reading from which the series goes on where it stopped."""
     sync = probe.kind == "cuda"
+    # Every object this loop keeps between two readings (its clock readings, the last sample) is
+    # alive before the reference reading too, so that reading counts the same objects of ours as
+    # every later one: python_objects is exact, and it would read the loop's own locals as growth.
+    started = seconds = time.perf_counter()
+    over = None
+    sample = probe.sample(only) if start else {}
+    if start:
+        sample = probe.sample(only)  # taken while the last one is alive, as every later reading is
+    if start == BASELINE:
+        series.add(sample, probe, 0.0)
+    elif start == CONTINUE:
+        series.shift_from(sample)
     for i in range(count):
         report.failed_step = done
         limit.arm()

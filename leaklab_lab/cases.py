@@ -9,6 +9,7 @@ verdicts per device and role, which the tests assert and the catalog prints. See
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -45,11 +46,12 @@ SYMPTOMS = (
     "training goes wrong, memory flat",
     "memory held, not growing",
 )
-NOT_CASES = {"seed_claims.toml"}  # the seed documents' claims (leaklab_lab.seeds), not a case
+FAMILIES_PATH = ROOT / "cases" / "families.toml"  # the families (mechanisms), one definition for every case
+NOT_CASES = {"seed_claims.toml", FAMILIES_PATH.name}  # the seed documents' claims (leaklab_lab.seeds), the families
 _GENERIC_HOLDER_NAMES = {"cache", "keys", "values", "items", "__traceback__", "self"}
 TORCH_RANGE = "torch"  # expect.<device>.<role>."torch>=2.6,<2.12": expectations for those versions only
 _CHECKS = ("raises", "metrics", "level_over_fix", "released")
-_REQUIRED = ("title", "seed", "claim", "claim_status", "resource", "symptoms", "what", "why", "expect")
+_REQUIRED = ("title", "seed", "claim", "claim_status", "resource", "family", "symptoms", "what", "why", "expect")
 
 
 # A metric's own series (a gradient norm, a loss scale) judged by the same rule as a resource:
@@ -60,6 +62,29 @@ METRIC = Resource("metric", "a number the step returns", "the step's return valu
 
 class CaseError(ValueError):
     """A case's TOML is malformed."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """A mechanism that groups cases, and the fix its cases share (``cases/families.toml``)."""
+
+    name: str
+    description: str
+    fix: str
+
+
+@functools.cache
+def families(path: Path = FAMILIES_PATH) -> dict[str, Family]:
+    """The families table, in the file's order; read once. A family without its description or
+    fix is an error naming it."""
+    with open(path, "rb") as handle:
+        table = tomllib.load(handle)
+    found = {}
+    for name, fields in table.items():
+        if not isinstance(fields, dict) or set(fields) != {"description", "fix"}:
+            raise CaseError(f"{path}: [{name}] must have exactly `description` and `fix`")
+        found[name] = Family(name, fields["description"], fields["fix"])
+    return found
 
 
 @dataclass
@@ -73,6 +98,10 @@ class Case:
     @property
     def title(self) -> str:
         return self.meta["title"]
+
+    @property
+    def family(self) -> Family:
+        return families()[self.meta["family"]]
 
     @property
     def devices(self) -> list[str]:
@@ -161,6 +190,9 @@ def load_case(toml_path: Path) -> Case:
         raise CaseError(f"{toml_path}: missing {', '.join(missing)}")
     if meta["claim_status"] not in CLAIM_STATUSES:
         raise CaseError(f"{toml_path}: claim_status must be one of {CLAIM_STATUSES}")
+    if meta["family"] not in families():
+        raise CaseError(f"{toml_path}: family {meta['family']!r} is not in {FAMILIES_PATH.name}; "
+                        f"known: {', '.join(families())}")
     unknown_symptoms = set(meta["symptoms"]) - set(SYMPTOMS)
     if unknown_symptoms:
         raise CaseError(f"{toml_path}: unknown symptoms {sorted(unknown_symptoms)}; known: {SYMPTOMS}")

@@ -1,15 +1,22 @@
-"""CATALOG.md: generated from ``cases/*.toml``, the twin scripts and the committed ``results/*.json``.
+"""CATALOG.md and docs/harness.md: generated from ``cases/*.toml``, ``cases/families.toml``, the
+twin scripts and the committed ``results/*.json``.
 
-Entries follow rust-clippy's and ruff's rule pages: what it does, why it is bad, an example,
-what to use instead (the diff between the twins), then what was measured and where. Nothing in
-it is typed by hand, so it cannot drift from the code or the measurements: ``leaklab catalog
---check`` (and a test) fails when it is stale.
+CATALOG.md is for a reader with a symptom: what the catalog is, the symptom index, the case
+table, the families (mechanism and shared fix), then the entries. Entries follow rust-clippy's
+and ruff's rule pages: what it does, why it is bad, an example, what to use instead (the diff
+between the twins), then what was measured and where. docs/harness.md holds the evidence about
+the harness itself (costs, flake gates, sensitivity, the torch-version matrix, the resources
+watched, timings). Nothing in either is typed by hand, so neither can drift from the code or
+the measurements: both are written by one ``leaklab catalog`` run (:func:`pages`), and a test
+fails when either is stale (:func:`stale`).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +24,14 @@ from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, RAISES, format_bytes
 from leaklab_lab import versions
-from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover
+from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover, families
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_of, case_runs, load_results, role_of
 from leaklab_lab.seeds import claim_map
 from leaklab_lab.timing import ALL_DEFAULTS
 
 CATALOG_PATH = ROOT / "CATALOG.md"
+HARNESS_PATH = ROOT / "docs" / "harness.md"  # the evidence about the harness itself, written with CATALOG.md
 RESULTS_DIR = ROOT / "results"
 CURVES_DIR = ROOT / "docs" / "curves"
 
@@ -144,7 +152,8 @@ def entry(case: Case, results: list[tuple[str, dict[str, Any]]], figures: Figure
     figures = figures or Figures.from_results(results)
     meta = {**case.meta, **figures.render_fields(case)}
     out = [f'<a id="{_anchor(case)}"></a>', "", f"## `{case.slug}`: {case.title}", ""]
-    out.append(f"**Seed:** {meta['seed']} · **Leaks in:** `{meta['resource']}` · **Seed claim:** {meta['claim_status']} · "
+    out.append(f"**Family:** [`{case.family.name}`](#family-{case.family.name}) · "
+               f"**Seed:** {meta['seed']} · **Leaks in:** `{meta['resource']}` · **Seed claim:** {meta['claim_status']} · "
                f"**Runs on:** {', '.join(case.devices)}")
     out += ["", "### What it does", "", meta["what"], "", "### Why is this bad", "", meta["why"]]
     if meta["resource"] in RESOURCES:
@@ -344,7 +353,7 @@ def _claims(cases: list[Case], path: Path) -> list[str]:
         elif claim.kind == "same":
             cell = f"the same claim as {claim.covered}"
         elif claim.kind == "benchmark":
-            cell = f"timed, not a case: {claim.covered}"
+            cell = f"timed, not a case: {claim.covered} ([docs/harness.md](docs/harness.md#what-the-suite-measured))"
         else:
             cell = "**no case yet**" + (f" ({claim.covered})" if claim.covered else "")
         out.append(f"| {claim.section} | {claim.claim.replace('|', chr(92) + '|')} | {cell} |")
@@ -365,7 +374,7 @@ def _resources_table() -> list[str]:
     """Every resource the check can watch, from its one definition in leaklab.resources."""
     from leaklab.resources import ALL
 
-    out = ["## Resources watched", "",
+    out = ['<a id="resources-watched"></a>', "", "## Resources watched", "",
            "Rendered from `leaklab/resources.py`. Headline order: when several resources grow, the first in this table "
            "is named. *Exact* counters change only when something is allocated or freed and are judged down to one "
            "quantum; the others against their own scatter and the floor.", "",
@@ -379,8 +388,47 @@ def _resources_table() -> list[str]:
     return [*out, ""]
 
 
-def render(root: Path = ROOT, strict: bool = False) -> str:
-    """CATALOG.md's text. ``strict``: a figure not in the committed results is an error."""
+def _measured_on(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    if not results:
+        return []
+    out = ['<a id="measured-on"></a>', "", "## Measured on", ""]
+    for filename, document in results:
+        env = document["environment"]
+        out.append(f"- [{filename}](results/{filename}): {env['device_name']}, torch {env['torch']}, "
+                   f"Python {env['python']}, {document['created']}" + (f" ({document['note']})" if document.get("note") else ""))
+    return [*out, ""]
+
+
+def _families(cases: list[Case]) -> list[str]:
+    """The families table: each mechanism, the fix its cases share, and its cases."""
+    out = ['<a id="families"></a>', "", "## Families", "",
+           "Each case belongs to one family: the mechanism that holds the memory (or, for `not_a_leak`, that it holds "
+           "none), and the fix its cases share. The list is [cases/families.toml](cases/families.toml).", "",
+           "| family | what it is | the fix, in every case of it | cases |", "| --- | --- | --- | --- |"]
+    for family in families().values():
+        members = [case for case in cases if case.family.name == family.name]
+        cell = ", ".join(f"[`{c.slug}`](#{_anchor(c)})" for c in members) or "none yet"
+        out.append(f'| <a id="family-{family.name}"></a>`{family.name}` | {family.description} | {family.fix} | {cell} |')
+    return [*out, ""]
+
+
+_REBASED = ("results/", "docs/", "cases/", "fixes/", "tools/", "CATALOG.md", "README.md")
+_LINK = re.compile(r"\]\(([^)\s#]*)(#[^)\s]*)?\)")
+
+
+def rebase(lines: list[str], folder: str) -> list[str]:
+    """Lines written with links relative to the repository root, for a page in ``folder``:
+    ``[f](results/f)`` becomes ``[f](../results/f)`` under ``docs``."""
+    def move(match: re.Match[str]) -> str:
+        target, anchor = match.group(1), match.group(2) or ""
+        if not target.startswith(_REBASED):
+            return match.group(0)
+        return f"]({posixpath.relpath(target, folder)}{anchor})"
+    return [_LINK.sub(move, line) for line in lines]
+
+
+def _pages(root: Path, strict: bool) -> tuple[str, str]:
+    """CATALOG.md's text and docs/harness.md's, from one reading of the cases and results."""
     cases = discover(root)
     results = load_all_results(root / "results")
     figures = Figures.from_results(results)
@@ -388,46 +436,92 @@ def render(root: Path = ROOT, strict: bool = False) -> str:
     if strict and figures.unmeasured:
         raise FigureError("figures not in the committed results: "
                           + "; ".join(f"{u.case} {u.placeholder} ({u.why})" for u in figures.unmeasured))
-    out = ["# The leaklab catalog", "",
-           "<!-- Generated by `leaklab catalog` from cases/*.toml, cases/, fixes/ and results/*.json. Do not edit by hand. -->", "",
-           "Every entry is a leaky script and its fixed twin, measured. Where the seed write-ups' claim did not "
-           "reproduce, the entry says so and shows what does happen. Figures in the entries' text come from "
-           + " and ".join(f"[{name}](results/{name}) ({device})" for device, name in FIGURE_SOURCES.items()) + ".", ""]
-    if results:
-        out += ["Measured on:", ""]
-        for filename, document in results:
-            env = document["environment"]
-            out.append(f"- [{filename}](results/{filename}): {env['device_name']}, torch {env['torch']}, "
-                       f"Python {env['python']}, {document['created']}" + (f" ({document['note']})" if document.get("note") else ""))
-        out.append("")
-    out += _suite_measured(cases, results, root)
-    out += ["## Symptom index", ""]
-    for symptom in SYMPTOMS:
-        matching = [case for case in cases if symptom in case.meta["symptoms"]]
-        if matching:
-            out.append(f"- **{symptom}**: " + ", ".join(f"[`{c.slug}`](#{_anchor(c)})" for c in matching))
-    runs_files = [(name, doc) for name, doc in results if doc["runs"]]
-    where = [_short_where(doc) for _, doc in runs_files]
-    out += ["", "## All cases", "",
-            "| case | leaks in | seed | seed claim | " + " | ".join(f"{w}: leak → fix" for w in where) + " |",
-            "| --- | --- | --- | --- |" + " --- |" * len(where)]
-    for case in cases:
-        cells = [_verdict_pair(case, doc) for _, doc in runs_files]
-        out.append(f"| [`{case.slug}`](#{_anchor(case)}) | `{case.meta['resource']}` | {case.meta['seed']} | "
-                   f"{case.meta['claim_status']} | " + " | ".join(cells) + " |")
-    out.append("")
     matrix = versions.load_matrix(root / versions.MATRIX_DIR)
     if strict:
         unexplained = versions.unexplained(cases, versions.build(cases, matrix))
         if unexplained:
             raise FigureError("verdicts that changed between torch versions with no versions_note: "
                               + "; ".join(f"{c.run} {c.older}→{c.newer} {c.was}→{c.now}" for c in unexplained))
-    out += versions.render(cases, matrix)
-    out += _claims(cases, root / "cases" / "seed_claims.toml")
+    harness_link = f"[{HARNESS_PATH.relative_to(ROOT).as_posix()}]({HARNESS_PATH.relative_to(ROOT).as_posix()})"
+    out = ["# The leaklab catalog", "",
+           "<!-- Generated by `leaklab catalog` from cases/*.toml, cases/, fixes/ and results/*.json. Do not edit by hand. -->", "",
+           "A catalog of PyTorch memory leaks, and of things mistaken for them: each entry is a short training script "
+           "that shows the problem, its fixed twin (the diff is the fix), and what both did when measured on a CPU "
+           "and a GPU. Find your symptom in the index below, or the mechanism under [Families](#families); where a "
+           "claim of the seed write-ups did not reproduce, the entry says so and shows what does happen. Figures in "
+           "the entries' text come from "
+           + " and ".join(f"[{name}](results/{name}) ({device})" for device, name in FIGURE_SOURCES.items()) + ".", "",
+           f"How the harness was validated: {harness_link} (what a check costs, flake gates, the sensitivity grid, "
+           "the torch-version matrix, the resources watched). The seed write-ups' claims, each with its cases: "
+           "[Seed claims → cases](#seed-claims).", ""]
+    out += ['<a id="symptom-index"></a>', "", "## Symptom index", ""]
+    for symptom in SYMPTOMS:
+        matching = [case for case in cases if symptom in case.meta["symptoms"]]
+        if matching:
+            out.append(f"- **{symptom}**: " + ", ".join(f"[`{c.slug}`](#{_anchor(c)})" for c in matching))
+    runs_files = [(name, doc) for name, doc in results if doc["runs"]]
+    where = [_short_where(doc) for _, doc in runs_files]
+    out += ["", '<a id="all-cases"></a>', "", "## All cases", "",
+            "| case | family | leaks in | seed | seed claim | " + " | ".join(f"{w}: leak → fix" for w in where) + " |",
+            "| --- | --- | --- | --- | --- |" + " --- |" * len(where)]
+    for case in cases:
+        cells = [_verdict_pair(case, doc) for _, doc in runs_files]
+        out.append(f"| [`{case.slug}`](#{_anchor(case)}) | [`{case.family.name}`](#family-{case.family.name}) | "
+                   f"`{case.meta['resource']}` | {case.meta['seed']} | {case.meta['claim_status']} | " + " | ".join(cells) + " |")
+    out.append("")
+    out += _families(cases)
     out += entries
-    out += _resources_table()
+    out += _claims(cases, root / "cases" / "seed_claims.toml")
+    out += _unmeasured(figures)
+    catalog = "\n".join(out).rstrip() + "\n"
+
+    harness = ["# How the harness was validated", "",
+               "<!-- Generated by `leaklab catalog` from cases/*.toml and results/ with CATALOG.md. Do not edit by hand. -->", "",
+               "The evidence about leaklab's harness itself, for judging the verdicts in [CATALOG.md](CATALOG.md): what "
+               "reading the resources costs, whether the verdicts are the same from run to run (flake gates) and across "
+               "torch versions, how often a controlled leak is missed or a bounded control called growing (sensitivity), "
+               "and what each watched resource is. Every figure is read from a committed results file.", ""]
+    harness += _measured_on(results)
+    harness += _suite_measured(cases, results, root)
+    harness += versions.render(cases, matrix)
+    harness += _resources_table()
     bench = _benchmarks(results)
     if bench:
-        out += ["## Timings and overheads", "", "Ratios are medians within one run, variants interleaved or in alternating blocks.", "", *bench]
-    out += _unmeasured(figures)
-    return "\n".join(out).rstrip() + "\n"
+        harness += ['<a id="timings"></a>', "", "## Timings and overheads", "",
+                    "Ratios are medians within one run, variants interleaved or in alternating blocks.", "", *bench]
+    folder = HARNESS_PATH.parent.relative_to(ROOT).as_posix()
+    return catalog, "\n".join(rebase(harness, folder)).rstrip() + "\n"
+
+
+def render(root: Path = ROOT, strict: bool = False) -> str:
+    """CATALOG.md's text. ``strict``: a figure not in the committed results (or a verdict that
+    changed between torch versions with no ``versions_note``) is an error."""
+    return _pages(root, strict)[0]
+
+
+def render_harness(root: Path = ROOT, strict: bool = False) -> str:
+    """docs/harness.md's text: the evidence about the harness itself, moved out of CATALOG.md."""
+    return _pages(root, strict)[1]
+
+
+def pages(root: Path = ROOT, strict: bool = False) -> dict[Path, str]:
+    """Every page ``leaklab catalog`` writes, by its path under ``root``: CATALOG.md and docs/harness.md."""
+    catalog, harness = _pages(root, strict)
+    return {root / CATALOG_PATH.name: catalog, root / HARNESS_PATH.relative_to(ROOT): harness}
+
+
+def stale(root: Path = ROOT, strict: bool = False) -> list[Path]:
+    """The generated pages whose file differs from what ``leaklab catalog`` would write now."""
+    return [path for path, text in pages(root, strict).items() if not path.is_file() or path.read_text() != text]
+
+
+def write_pages(root: Path = ROOT, strict: bool = False) -> list[Path]:
+    """Write every generated page (each replaced whole, atomically); the paths written."""
+    from leaklab.files import atomic_write
+
+    written = []
+    for path, text in pages(root, strict).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
+        written.append(path)
+    return written

@@ -241,24 +241,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from leaklab_lab.catalog import CATALOG_PATH, CURVES_DIR, render
+    """CATALOG.md and docs/harness.md (or, with --output, the catalog alone to that path)."""
+    from leaklab_lab.catalog import CATALOG_PATH, CURVES_DIR, pages
     from leaklab_lab.figures import FigureError
     from leaklab_lab.results import ResultsError
     from leaklab_lab.seeds import SeedClaimError
 
-    output = Path(args.output) if args.output else CATALOG_PATH
+    def render() -> dict[Path, str]:
+        try:
+            rendered = pages(strict=args.strict)
+        except (FigureError, SeedClaimError, ResultsError) as exc:
+            raise BadInput(str(exc)) from exc
+        return {Path(args.output): rendered[CATALOG_PATH]} if args.output else rendered
+
+    outputs = [Path(args.output)] if args.output else [CATALOG_PATH]
     if not args.check:
-        _check_outputs(files={"--output": str(output)}, folders={"--curves": str(CURVES_DIR) if args.curves else None})
-    try:
-        text = render(strict=args.strict)
-    except (FigureError, SeedClaimError, ResultsError) as exc:
-        raise BadInput(str(exc)) from exc
+        _check_outputs(files={"--output": str(outputs[0])}, folders={"--curves": str(CURVES_DIR) if args.curves else None})
+    texts = render()
     if args.check:
-        if not output.is_file() or output.read_text() != text:
-            print(f"leaklab: {output} is stale; run `leaklab catalog` to regenerate it", file=sys.stderr)
-            return EXIT_GROWS
-        print(f"{output} is up to date")
-        return EXIT_OK
+        stale = [path for path, text in texts.items() if not path.is_file() or path.read_text() != text]
+        for path in stale:
+            print(f"leaklab: {path} is stale; run `leaklab catalog` to regenerate it", file=sys.stderr)
+        if not stale:
+            print(", ".join(str(path) for path in texts) + " up to date")
+        return EXIT_GROWS if stale else EXIT_OK
     if args.curves:
         from leaklab_lab.cases import discover
         from leaklab_lab.catalog import load_all_results
@@ -269,8 +275,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
             _write("curves", CURVES_DIR, lambda: drawn.extend(plot_results(discover(), document, CURVES_DIR)))  # noqa: B023
             for path in drawn:
                 print(f"drew {path}")
-        text = render(strict=args.strict)  # the entries link the curves that now exist
-    _write("the catalog", output, lambda: atomic_write(output, text))
-    print(f"wrote {output}")
+        texts = render()  # the entries link the curves that now exist
+    for path, text in texts.items():
+        _write("the catalog", path, lambda: atomic_write(path, text))  # noqa: B023
+        print(f"wrote {path}")
     return EXIT_OK
-

@@ -3,6 +3,7 @@
 import ast
 import dataclasses
 import difflib
+import re
 import shutil
 import sys
 
@@ -10,8 +11,18 @@ import pytest
 
 from leaklab.cli import main
 from leaklab.verdict import format_bytes
-from leaklab_lab.cases import discover
-from leaklab_lab.catalog import CATALOG_PATH, _figure, load_all_results, render
+from leaklab_lab.cases import FAMILIES_PATH, ROOT, CaseError, discover, families, load_case
+from leaklab_lab.catalog import (
+    CATALOG_PATH,
+    HARNESS_PATH,
+    _figure,
+    load_all_results,
+    pages,
+    render,
+    render_harness,
+    stale,
+    write_pages,
+)
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, TEXT_FIELDS, FigureError, Figures, hand_typed, one_line
 from leaklab_lab.seeds import SeedClaimError, case_sections, claim_map
 
@@ -31,6 +42,102 @@ def test_catalog_check_fails_on_a_hand_edit(tmp_path, capsys):
     stale.write_text(render().replace("## Symptom index", "## Symptoms (edited by hand)"))
     assert main(["catalog", "--check", "--output", str(stale)]) == 1
     assert "stale" in capsys.readouterr().err
+
+
+def test_harness_page_is_not_stale():
+    assert stale() == [], (
+        "docs/harness.md (or CATALOG.md) is stale: regenerate both with `leaklab catalog`\n"
+        + "\n".join(list(difflib.unified_diff(HARNESS_PATH.read_text().splitlines() if HARNESS_PATH.is_file() else [],
+                                               render_harness().splitlines(), lineterm=""))[:40])
+    )
+
+
+def test_a_hand_edit_of_either_generated_page_is_found_stale(tmp_path):
+    for name in ("cases", "fixes", "results"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    catalog, harness = write_pages(tmp_path)
+    assert (catalog, harness) == (tmp_path / "CATALOG.md", tmp_path / "docs" / "harness.md")
+    assert stale(tmp_path) == []
+    harness.write_text(harness.read_text().replace("## Resources watched", "## Resources (edited by hand)"))
+    assert stale(tmp_path) == [harness]
+    harness.unlink()
+    catalog.write_text(catalog.read_text().replace("## Families", "## Groups"))
+    assert stale(tmp_path) == [catalog, harness]
+
+
+def test_the_catalog_opens_with_what_a_reader_with_a_symptom_needs():
+    text, harness = render(), render_harness()
+    top = text[:text.index("## Symptom index")]
+    assert "How the harness was validated: [docs/harness.md](docs/harness.md)" in top
+    order = [text.index(mark) for mark in ("## Symptom index", "## All cases", "## Families", '<a id="adam_state_memory">')]
+    assert order == sorted(order)
+    assert "| case | family |" in text
+    for moved in ("## What the suite measured", "Flake gates", "## Across torch versions", "## Resources watched",
+                  "## Timings and overheads", "### Sensitivity", "## Measured on"):
+        assert moved not in text and moved in harness, moved
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(text: str) -> set[str]:
+    """Explicit ``<a id>`` anchors and GitHub's heading anchors of a Markdown page."""
+    found = set(re.findall(r'<a id="([^"]+)"', text))
+    for heading in re.findall(r"^#+ (.+)$", text, flags=re.M):
+        found.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return found
+
+
+def test_every_link_in_both_generated_pages_resolves():
+    generated = pages()
+    for page, text in generated.items():
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold no links
+        for target in _LINK.findall(prose):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            where = (page.parent / path).resolve() if path else page
+            assert where.exists(), f"{page.name}: link to {target} does not resolve ({where})"
+            if anchor:
+                assert where.suffix == ".md", f"{page.name}: an anchor on a file that is not a page: {target}"
+                assert anchor in _anchors(generated.get(where, where.read_text())), f"{page.name}: no anchor {target}"
+
+
+# --------------------------------------------------------------------------- families
+# Families whose first case is being written; each must have a case once that case's TOML exists.
+AWAITED = {"registered_callbacks": "hook_registered_every_forward", "threads_not_joined": "threads_never_joined",
+           "mapped_files_kept": "mmap_checkpoints_kept", "descriptors_not_closed": "files_opened_in_getitem"}
+
+
+def test_every_case_has_a_known_family_and_every_family_a_case():
+    known = families()
+    assert known and all(f.description and f.fix for f in known.values())
+    for case in CASES:
+        assert case.meta["family"] in known, f"{case.slug}: unknown family {case.meta['family']!r}"
+        assert case.family.name == case.meta["family"]
+    for name in known:
+        if any(case.family.name == name for case in CASES):
+            continue
+        assert name in AWAITED, f"family {name!r} in {FAMILIES_PATH.name} has no case"
+        assert not (ROOT / "cases" / f"{AWAITED[name]}.toml").is_file(), (
+            f"cases/{AWAITED[name]}.toml exists but is not in family {name!r}")
+    text = render()
+    for family in known.values():
+        assert f'<a id="family-{family.name}"></a>`{family.name}` | {family.description} | {family.fix} |' in text
+
+
+@pytest.mark.parametrize("line, message", [("", "missing family"),
+                                           ('family = "no_such_family"', "family 'no_such_family' is not in")])
+def test_an_unknown_or_missing_family_is_an_error(tmp_path, line, message):
+    for name in ("cases/loss_accumulation.py", "fixes/loss_accumulation.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    toml = tmp_path / "cases" / "loss_accumulation.toml"
+    original = (ROOT / "cases" / "loss_accumulation.toml").read_text()
+    assert 'family = "autograd_history"\n' in original
+    toml.write_text(original.replace('family = "autograd_history"\n', line + "\n" if line else ""))
+    with pytest.raises(CaseError, match=message):
+        load_case(toml)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.slug for c in CASES])

@@ -2,10 +2,16 @@
 A fresh module (leaklab loads scripts fresh) gives every factory its own state."""
 
 import collections
+import concurrent.futures
+import functools
+import mmap
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+import weakref
 
 import torch
 
@@ -243,6 +249,109 @@ def big_leak(device):
 
 def small_strings(device):
     return lambda: kept.append([str(i) + "x" for i in range(100_000)])
+
+
+def closure_per_step(device):
+    """One closure kept per step (an event handler appended every epoch)."""
+    handlers = []
+
+    def step():
+        epoch = len(handlers)
+        handlers.append(lambda event: (epoch, event))
+
+    return step
+
+
+def hook_partial_per_step(device):
+    """One functools.partial per step, kept in a module's forward-hook dict (a hook registered in
+    every forward, its handle dropped)."""
+    model = torch.nn.Linear(4, 4).to(device)
+
+    def log_output(name, module, inputs, output):
+        return None
+
+    return lambda: model.register_forward_hook(functools.partial(log_output, "linear"))
+
+
+def _scratch_file(pages):
+    folder = tempfile.mkdtemp(prefix="leaklab_edge_")
+    path = os.path.join(folder, "data.bin")
+    with open(path, "wb") as handle:
+        handle.write(bytes(range(256)) * (pages * 16))
+    return path, folder
+
+
+def _remove_later(owner, path, folder):
+    def remove():
+        for leftover in (path, folder):
+            try:
+                (os.rmdir if leftover == folder else os.remove)(leftover)
+            except OSError:
+                pass
+
+    weakref.finalize(owner, remove)
+
+
+def mapped_page_per_step(device):
+    """One 4 KiB page of a mapped file touched and kept per step (a mapping per shard kept)."""
+    path, folder = _scratch_file(pages=1)
+    maps = []
+
+    def step():
+        with open(path, "rb") as handle:
+            view = mmap.mmap(handle.fileno(), 4096, access=mmap.ACCESS_READ)
+        view[0]  # touch its one page: resident
+        maps.append(view)
+
+    _remove_later(step, path, folder)
+    return step
+
+
+def mapping_read_every_step(device):
+    """One mapping opened once and read every step: its pages are resident, nothing is added."""
+    path, folder = _scratch_file(pages=64)
+    with open(path, "rb") as handle:
+        view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def step():
+        sum(view[::4096])  # a byte of every page: all of them resident from the first step on
+
+    _remove_later(step, path, folder)
+    return step
+
+
+def file_opened_and_closed(device):
+    """A file opened, read and closed every step."""
+    path, folder = _scratch_file(pages=1)
+
+    def step():
+        with open(path, "rb") as handle:
+            handle.read()
+
+    _remove_later(step, path, folder)
+    return step
+
+
+def thread_per_step(device):
+    """One thread started per step that never ends (it waits for a stop that never comes)."""
+    stop = threading.Event()
+
+    def step():
+        threading.Thread(target=stop.wait, name="waits-forever", daemon=True).start()
+
+    weakref.finalize(step, stop.set)
+    return step
+
+
+def thread_pool_reused(device):
+    """A thread pool made once and given work every step."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+
+    def step():
+        list(pool.map(abs, range(-4, 4)))
+
+    weakref.finalize(step, pool.shutdown, wait=False)
+    return step
 
 
 def factory_fails(device):

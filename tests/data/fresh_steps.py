@@ -1,0 +1,414 @@
+"""Held-out leaky steps for measuring how often the check names the right catalog family.
+
+Each factory here rebuilds, in a few lines of torch and the standard library, a leak that someone
+reported in public (the comment above it gives the report, what the reporter saw and the fix given
+there, with how firmly it was confirmed). None of them is a catalog case: they exist only to score the catalog-matching
+hit rate of ``leaklab check`` on leaks the catalog was not written from. ``FAMILY`` and ``RESOURCE``
+at the end say what a reader would answer from the mechanism (the FAMILIES list in
+notes/HELPERS.md), not what the harness reports.
+
+Every ``factory(device)`` returns a ``step()`` that runs one small training or evaluation step on
+'cpu' or 'cuda', takes a few milliseconds on a CPU, leaks at most about 1 MiB per step, and leaves
+nothing behind: no file stays on disk, and the threads it starts are daemons blocked on a queue.
+"""
+
+import itertools
+import os
+import queue
+import tempfile
+import threading
+import zlib
+
+import torch
+from torch import nn
+
+
+# https://github.com/NRCan/geo-deep-learning/issues/582 (and Lightning-AI/torchmetrics#1949)
+# Seen: GPU memory rose at every validation epoch and never came back, until an OOM after enough
+# epochs; the torchmetrics metric objects kept every batch's predictions in their list states.
+# Fix (confirmed there): call metric.reset() at the end of each validation/test epoch.
+class _BinaryAUROC:
+    """A torchmetrics-style metric: list states that grow with every update() until reset()."""
+
+    def __init__(self):
+        self.preds, self.target = [], []
+
+    def update(self, preds, target):
+        self.preds.append(preds)
+        self.target.append(target)
+
+    def compute(self):
+        preds, target = torch.cat(self.preds), torch.cat(self.target)
+        order = preds.argsort(descending=True)
+        hits = target[order].float()
+        tpr = hits.cumsum(0) / hits.sum().clamp(min=1)
+        return (tpr * (1 - hits)).sum() / (1 - hits).sum().clamp(min=1)
+
+    def reset(self):
+        self.preds.clear()
+        self.target.clear()
+
+
+def metric_state_never_reset(device):
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device).eval()
+    metric = _BinaryAUROC()
+    x = torch.randn(256, 32, device=device)
+    y = torch.randint(0, 2, (256,), device=device)
+    batches = itertools.count(1)
+
+    def step():  # one validation batch; an "epoch" is 10 batches
+        with torch.no_grad():
+            metric.update(model(x).squeeze(1).sigmoid(), y)
+        if next(batches) % 10 == 0:
+            return {"auroc": float(metric.compute())}  # LEAK: no metric.reset() after the epoch's compute()
+
+    return step
+
+
+# https://github.com/Unity-Technologies/ml-agents/pull/5048
+# Seen: with an LSTM policy, memory kept growing over long episodes; the recurrent memories kept
+# between decisions were tensors that still required grad, so every decision's graph was chained
+# to the next one and "the graph exploded".
+# Fix (merged): store the memories without their graph (computed under no_grad / detached).
+def lstm_memories_keep_graph(device):
+    n_agents, obs_size, hidden = 16, 32, 64
+    encoder = nn.Linear(obs_size, hidden).to(device)
+    lstm = nn.LSTMCell(hidden, hidden).to(device)
+    policy = nn.Linear(hidden, 4).to(device)
+    obs = torch.randn(n_agents, obs_size, device=device)
+    memories = [(torch.zeros(n_agents, hidden, device=device), torch.zeros(n_agents, hidden, device=device))]
+
+    def step():  # one decision for every agent
+        h, c = lstm(torch.relu(encoder(obs)), memories[0])
+        actions = torch.distributions.Categorical(logits=policy(h)).sample()
+        memories[0] = (h, c)  # LEAK: kept with its graph, so the next decision chains onto this one
+        return {"mean_action": float(actions.float().mean())}
+
+    return step
+
+
+# https://github.com/NeuroBench/neurobench/issues/184
+# Seen: memory leaked when a Benchmark was run repeatedly (accuracy measured during training):
+# every run added activation hooks to the model and none were removed, so old hooks kept firing
+# and keeping activations.
+# Fix (commit de4ad19 on that issue): keep the hook handles and remove them at the end of the run.
+class _ActivationHook:
+    def __init__(self, layer):
+        self.outputs = []
+        layer.register_forward_hook(self.hook)  # LEAK: the handle is dropped, the hook is never removed
+
+    def hook(self, module, inputs, output):
+        self.outputs.append(output)
+
+    def reset(self):
+        self.outputs.clear()
+
+
+def benchmark_hooks_never_removed(device):
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    model = model.to(device).eval()
+    x = torch.randn(8, 32, device=device)
+
+    def step():  # one Benchmark.run(): hooks, one pass over the data, activation sparsity
+        hooks = [_ActivationHook(m) for m in model if isinstance(m, nn.ReLU)]
+        for hook in hooks:
+            hook.reset()
+        with torch.no_grad():
+            model(x)
+        return {"sparsity": float(sum((h.outputs[-1] == 0).float().mean() for h in hooks) / len(hooks))}
+
+    return step
+
+
+# https://github.com/EleutherAI/gpt-neox/pull/383
+# Seen: GPT2Tokenizer.bpe kept every word it had ever split in an unbounded dict (self.cache),
+# a few million entries while preprocessing data, "leading to massive memory use".
+# Fix (merged): replace the dict with functools.lru_cache(maxsize=...) on bpe().
+class _BPETokenizer:
+    MERGES = {pair: rank for rank, pair in enumerate([("e", "r"), ("t", "h"), ("i", "n"), ("a", "n"), ("o", "n")])}
+
+    def __init__(self, vocab_size):
+        self.vocab_size = vocab_size
+        self.cache = {}
+
+    def bpe(self, token):
+        if token in self.cache:
+            return self.cache[token]
+        word = list(token)
+        while len(word) > 1:
+            pairs = [(self.MERGES.get((a, b), len(self.MERGES)), i) for i, (a, b) in enumerate(zip(word[:-1], word[1:], strict=True))]
+            rank, i = min(pairs)
+            if rank == len(self.MERGES):
+                break
+            word[i:i + 2] = [word[i] + word[i + 1]]
+        self.cache[token] = " ".join(word)  # LEAK: one entry per distinct word, never evicted
+        return self.cache[token]
+
+    def encode(self, text):
+        return [zlib.crc32(piece.encode()) % self.vocab_size for w in text.split() for piece in self.bpe(w).split()]
+
+
+def bpe_cache_per_word(device):
+    vocab = 1000
+    tokenizer = _BPETokenizer(vocab)
+    model = nn.EmbeddingBag(vocab, 32, mode="mean").to(device)
+    head = nn.Linear(32, 2).to(device)
+    opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
+    counter = itertools.count()
+
+    def step():  # a batch of 16 texts, each with user names and ids the tokenizer has not seen
+        texts = [f"the user{n} wrote an order number{n * 7 + 3} in thread{n % 97}" for n in
+                 (next(counter) for _ in range(16))]
+        ids = [tokenizer.encode(t) for t in texts]
+        offsets = torch.tensor([0, *itertools.accumulate(len(i) for i in ids[:-1])], device=device)
+        flat = torch.tensor([i for seq in ids for i in seq], device=device)
+        loss = nn.functional.cross_entropy(head(model(flat, offsets)), torch.zeros(16, dtype=torch.long, device=device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+# https://github.com/pytorch/vision/pull/1657 (the leak reported in pytorch/vision#1689)
+# Seen: the detection model's memory kept growing; AnchorGenerator cached the anchors of every
+# (grid size, stride) it met in self._cache, and with variable-size images the cache kept growing.
+# Fix (merged): clear the cache at the end of forward (later the cache was dropped altogether).
+class _AnchorGenerator:
+    def __init__(self, sizes=(16.0, 32.0, 64.0)):
+        self.sizes = torch.tensor(sizes)
+        self._cache = {}
+
+    def grid_anchors(self, grid_h, grid_w, stride, device):
+        ys = torch.arange(grid_h, device=device, dtype=torch.float32) * stride
+        xs = torch.arange(grid_w, device=device, dtype=torch.float32) * stride
+        cy, cx = torch.meshgrid(ys, xs, indexing="ij")
+        centers = torch.stack([cx, cy, cx, cy], dim=-1).reshape(-1, 1, 4)
+        half = (self.sizes.to(device) / 2).reshape(1, -1, 1) * torch.tensor([-1.0, -1.0, 1.0, 1.0], device=device)
+        return (centers + half).reshape(-1, 4)
+
+    def cached_grid_anchors(self, grid_h, grid_w, stride, device):
+        key = str((grid_h, grid_w, stride))
+        if key not in self._cache:
+            self._cache[key] = self.grid_anchors(grid_h, grid_w, stride, device)  # LEAK: one entry per image size
+        return self._cache[key]
+
+
+def anchor_cache_per_image_size(device):
+    stride = 8
+    backbone = nn.Conv2d(3, 8, kernel_size=3, stride=stride, padding=1).to(device)
+    head = nn.Conv2d(8, 3 * 4, kernel_size=1).to(device)
+    anchors_gen = _AnchorGenerator()
+    opt = torch.optim.SGD([*backbone.parameters(), *head.parameters()], lr=0.01)
+    heights = itertools.cycle(range(64, 64 + 8 * 400, 8))  # aspect-preserving resizes: many distinct sizes
+
+    def step():
+        image = torch.rand(1, 3, next(heights), 64, device=device)
+        features = backbone(image)
+        deltas = head(features).permute(0, 2, 3, 1).reshape(-1, 4)
+        anchors = anchors_gen.cached_grid_anchors(features.shape[2], features.shape[3], stride, device)
+        boxes = anchors + deltas
+        loss = (boxes - anchors.round()).abs().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+# https://github.com/confident-ai/deepeval/pull/2551 (issue confident-ai/deepeval#2546)
+# Seen: memory grew over batch evaluations with many images: every MLLMImage added itself to a
+# module-level _MLLM_IMAGE_REGISTRY dict that never dropped an entry, so all image data stayed alive.
+# Fix (merged): make the registry a weakref.WeakValueDictionary.
+_IMAGE_REGISTRY = {}
+_image_ids = itertools.count()
+
+
+class _ImageInput:
+    def __init__(self, pixels):
+        self.id = f"img-{next(_image_ids)}"
+        self.pixels = pixels
+        _IMAGE_REGISTRY[self.id] = self  # LEAK: a strong reference in a global dict, never removed
+
+
+def image_registry_never_pruned(device):
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 64), nn.ReLU(), nn.Linear(64, 5)).to(device).eval()
+
+    def step():  # evaluate one batch of 8 images, each wrapped as a test-case image
+        images = [_ImageInput(img) for img in torch.rand(8, 3, 16, 16, device=device).unbind(0)]
+        with torch.no_grad():
+            scores = model(torch.stack([im.pixels for im in images])).softmax(-1)
+        return {"top_score": float(scores.max())}
+
+    return step
+
+
+# https://github.com/huggingface/accelerate/issues/2234
+# Seen: prepared DataLoaders (and their datasets) that were only partly traversed (the loop broke
+# early) were never freed, even after `del` and gc.collect(): the accelerator's shared GradientState
+# still referenced them.
+# Fix: GradientState drops a loader only when its iteration ends, so let the loop run to the end
+# (or end the iteration in a finally); PR huggingface/accelerate#3391 proposes weak references.
+_GRADIENT_STATE = {"active_dataloader": None, "dataloader_references": [None]}
+
+
+class _PreparedLoader:
+    def __init__(self, dataset, batch_size):
+        self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size)
+
+    def __iter__(self):
+        _GRADIENT_STATE["active_dataloader"] = self
+        _GRADIENT_STATE["dataloader_references"].append(self)  # LEAK: removed only when iteration ends
+        yield from self.loader
+        _GRADIENT_STATE["dataloader_references"].remove(self)
+        _GRADIENT_STATE["active_dataloader"] = _GRADIENT_STATE["dataloader_references"][-1]
+
+
+def partial_eval_loader_registered(device):
+    model = nn.Linear(16, 1).to(device).eval()
+
+    def step():  # a quick check on a fresh eval set: two batches, then break
+        dataset = torch.utils.data.TensorDataset(torch.rand(512, 16), torch.rand(512, 1))
+        total = 0.0
+        for i, (x, y) in enumerate(_PreparedLoader(dataset, batch_size=64)):
+            with torch.no_grad():
+                total += float(nn.functional.mse_loss(model(x.to(device)), y.to(device)))
+            if i == 1:
+                break
+        return {"quick_mse": total / 2}
+
+    return step
+
+
+# https://github.com/google/grain/issues/1021
+# Seen: memory grew without bound when a validation iterator with thread prefetching was re-created
+# every N training steps: an iterator that is not close()d keeps its worker thread (and the batches
+# it prefetched) forever.
+# Fix (the issue's own diagnosis, closed since): close() each prefetching iterator when done with it.
+class _ThreadPrefetchIterator:
+    def __init__(self, batches, buffer_size=2):
+        self._queue = queue.Queue(maxsize=buffer_size)
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._fill, args=(iter(batches),), daemon=True)
+        self._worker.start()
+
+    def _fill(self, batches):
+        for batch in batches:
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(batch, timeout=3600)  # blocks while the buffer is full: no spinning
+                    break
+                except queue.Full:
+                    continue
+            if self._stop.is_set():
+                return
+
+    def __next__(self):
+        return self._queue.get()
+
+    def close(self):
+        self._stop.set()
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._worker.join()
+
+
+def prefetch_iterator_never_closed(device):
+    model = nn.Linear(16, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(64, 16, device=device), torch.randn(64, 1, device=device)
+    val_x, val_y = torch.randn(64 * 20, 16), torch.randn(64 * 20, 1)
+
+    def step():  # a training step, then a quick validation on a new prefetching iterator
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        val = _ThreadPrefetchIterator((val_x[i:i + 64].clone(), val_y[i:i + 64].clone()) for i in range(0, 64 * 20, 64))
+        bx, by = next(val)  # LEAK: never val.close(): its thread waits on the full buffer forever
+        with torch.no_grad():
+            return {"val_mse": float(nn.functional.mse_loss(model(bx.to(device)), by.to(device)))}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/pull/195711 (issue pytorch/pytorch#191394)
+# Seen: torch.distributed's FileStore rendezvous called tempfile.mkstemp() and kept only the path,
+# so each rendezvous created leaked one file descriptor, until the process limit was hit.
+# Fix (landed for #191394): os.close() the descriptor mkstemp returns, keep only the path.
+def mkstemp_fd_never_closed(device):
+    model = nn.Linear(32, 8).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 32, device=device)
+
+    def step():  # a training step, then a round trip of the weights through a temporary file
+        loss = model(x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        fd, path = tempfile.mkstemp(suffix=".pt")  # LEAK: fd is never os.close()d
+        try:
+            torch.save(model.state_dict(), path)
+            model.load_state_dict(torch.load(path, map_location=device))
+        finally:
+            os.remove(path)
+
+    return step
+
+
+# https://github.com/numpy/numpy/issues/21292
+# Seen: iterating over an array opened once with np.load(..., mmap_mode="r") and converting each
+# slice with astype, the process's memory rose slice after slice and fell back only when the
+# loaded array was deleted: every page read stays mapped into the process while the map lives.
+# Fix (what the reporter confirmed; closed as mmap behaviour): drop the mapping (del the memmap,
+# or re-open it per pass/batch) instead of keeping one for the whole run.
+def memmap_kept_for_run(device):
+    size = 64 << 20  # a 64 MiB token file (sparse; unlinked at once, so nothing stays on disk)
+    block, batch = 4096, 128  # 512 KiB of new tokens per step
+    tokens_file = tempfile.TemporaryFile()
+    tokens_file.truncate(size)
+    data = torch.from_file(f"/proc/self/fd/{tokens_file.fileno()}", shared=True, size=size, dtype=torch.uint8)
+    embed = nn.Embedding(256, 16).to(device)
+    head = nn.Linear(16, 256).to(device)
+    opt = torch.optim.SGD([*embed.parameters(), *head.parameters()], lr=0.01)
+    offsets = itertools.cycle(range(0, size - block * batch, block * batch))
+
+    def step():
+        start = next(offsets)
+        chunk = data[start:start + block * batch].view(batch, block)  # LEAK: the run-long map keeps every page read
+        x = chunk[:, :8].long().to(device)
+        y = chunk[:, 1:9].long().to(device)
+        loss = nn.functional.cross_entropy(head(embed(x)).reshape(-1, 256), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"read_mib": (start + block * batch) / 2 ** 20}
+
+    return step
+
+
+FAMILY = {
+    "metric_state_never_reset": "container_keeps_tensors",
+    "lstm_memories_keep_graph": "autograd_history",
+    "benchmark_hooks_never_removed": "registered_callbacks",
+    "bpe_cache_per_word": "cache_by_argument",
+    "anchor_cache_per_image_size": "cache_by_argument",
+    "image_registry_never_pruned": "registry_keeps_objects",
+    "partial_eval_loader_registered": "registry_keeps_objects",
+    "prefetch_iterator_never_closed": "threads_not_joined",
+    "mkstemp_fd_never_closed": "descriptors_not_closed",
+    "memmap_kept_for_run": "mapped_files_kept",
+}
+
+RESOURCE = {
+    "metric_state_never_reset": "cpu_tensors",
+    "lstm_memories_keep_graph": "cpu_tensors",
+    "benchmark_hooks_never_removed": "cpu_tensors",
+    "bpe_cache_per_word": "python_objects",
+    "anchor_cache_per_image_size": "cpu_tensors",
+    "image_registry_never_pruned": "cpu_tensors",
+    "partial_eval_loader_registered": "cpu_tensors",
+    "prefetch_iterator_never_closed": "threads",
+    "mkstemp_fd_never_closed": "open_fds",
+    "memmap_kept_for_run": "mapped_file_bytes",
+}
