@@ -37,7 +37,7 @@ class RawDigits(Dataset):
 
     def __init__(self, root: Path) -> None:
         self.paths = sorted(root.glob("*.raw"))
-        self.files = {}  # index -> open file, kept for the next epochs
+        self.files = {}  # index -> open file handle, for samples read again in a later epoch
 
     def __len__(self) -> int:
         return len(self.paths)

@@ -269,9 +269,15 @@ def _children(path: str, obj: Any) -> list[tuple[str, Any]]:
     return []
 
 
-def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_000) -> list[tuple[str, torch.Tensor]]:
+# A tensor's own hook dicts (a hook registered on a parameter lives there, not in a module).
+_TENSOR_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_000,
+                      containers: dict[str, Any] | None = None) -> list[tuple[str, torch.Tensor]]:
     """Tensors the step can reach (through closures, globals, containers, modules and their hooks,
-    kept exceptions' frames), each with a readable path, breadth first."""
+    kept exceptions' frames), each with a readable path, breadth first; the containers met on the
+    way (lists, dicts, deques, sets) are put in ``containers`` by path, where given."""
     found: list[tuple[str, torch.Tensor]] = []
     seen: set[int] = set()
     frontier = _roots(step)
@@ -286,7 +292,11 @@ def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_
             seen.add(id(obj))
             if isinstance(obj, torch.Tensor):
                 found.append((path, obj))
+                next_frontier += [(f"{path}.{name}", hooks) for name in _TENSOR_HOOKS
+                                  if isinstance(hooks := getattr(obj, name, None), dict)]
                 continue
+            if containers is not None and isinstance(obj, (list, dict, set, collections.deque)):
+                containers[path] = obj
             next_frontier += _children(path, obj)
         frontier = next_frontier
     return found
@@ -349,12 +359,15 @@ def _cell_filled(cell: Any) -> bool:
     return True
 
 
-def autograd_history(sizes: dict[str, int], before: dict[str, int]) -> str | None:
-    """A line naming what the step keeps that holds a growing autograd graph, or None."""
-    growth = {path: nodes - before.get(path, 0) for path, nodes in sizes.items()}
+def autograd_history(sizes: dict[str, int], before: dict[str, int], steps: int = 0) -> str | None:
+    """A line naming what the step keeps that holds a growing autograd graph, or None; with
+    ``steps``, the growth is given per step, and only graphs that were there before count (a new
+    tensor kept with its own graph is a container's growth, not a longer history)."""
+    growth = {path: nodes - before.get(path, 0) for path, nodes in sizes.items() if not steps or path in before}
     growing = {path: delta for path, delta in growth.items() if delta > 0}
     if not growing:
         return None
     path, delta = max(growing.items(), key=lambda item: item[1])
     more = f" (and {len(growing) - 1} more)" if len(growing) > 1 else ""
-    return f"autograd history: {path} holds a graph that grew by {delta:,} nodes over the attribution steps{more}"
+    rate = f"by {delta / steps:,.0f} nodes/step" if steps else f"by {delta:,} nodes over the attribution steps"
+    return f"autograd history: {path} holds a graph that grew {rate}{more}"

@@ -19,6 +19,9 @@ EXIT_BAD_INPUT = 2     # usage, file, factory: nothing was measured
 EXIT_STEP_FAILED = 3   # the step raised, called sys.exit, was interrupted or timed out
 EXIT_PLATEAU = 4       # memory rose, then stopped (a bounded cache): not a leak, worth knowing
 
+# The phases of a run up to its verdict (the rest name what grows, attribute it, check the release).
+VERDICT_STAGES = ("build", "warm-up", "measured", "confirmation", "long pass")
+
 
 @dataclass
 class ResourceResult:
@@ -122,6 +125,11 @@ class Report:
     sites: list[Site] = field(default_factory=list)
     history: str | None = None         # growing autograd history, for host-heap leaks
     growth: dict[str, list[str]] = field(default_factory=dict)  # per resource: what grows, named (leaklab.growth)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each stage of the run
+    signature: dict[str, Any] | None = None    # the leak's signature (leaklab.signature), where it grows or plateaus
+    resembles: list[dict[str, Any]] | None = None  # the catalog entries it resembles, closest first ([]: none close)
+    _phase: str | None = field(default=None, repr=False, compare=False)   # the run's clock (leaklab.runner)
+    _phase_started: float = field(default=0.0, repr=False, compare=False)
     counters: dict[str, int] = field(default_factory=dict)   # allocator counter deltas (cuda)
     before_build: dict[str, int] = field(default_factory=dict)
     torch_version: str = torch.__version__
@@ -184,6 +192,14 @@ class Report:
     def released(self) -> bool:
         """Memory went back to where it was before the step was built, and no child is left."""
         return not self.leftover and self.children_left == 0
+
+    @property
+    def seconds_to_verdict(self) -> float | None:
+        """Wall time from building the step to the verdict: every stage up to the decision
+        (naming what grows, attribution and the release check come after it)."""
+        if not self.phase_seconds:
+            return None
+        return sum(self.phase_seconds.get(stage, 0.0) for stage in VERDICT_STAGES)
 
     @property
     def median_step_seconds(self) -> float | None:
@@ -256,11 +272,18 @@ class Report:
                 line += f", held by {site.held_by}"
         elif self.history and self.verdict != BOUNDED:
             line += f"; {self.history}"
-        named = self.growth.get(resource) or next(iter(self.growth.values()), None)
-        if named and self.verdict == GROWS:
+        from leaklab.growth import KIND_OF
+
+        named = self.growth.get(KIND_OF.get(resource, ""))
+        if named and self.verdict == GROWS and site is None:
             line += f"; {named[0]}"
         if self.children_left:
             line += f"; left {self.children_left} child process(es) running, now stopped ({'; '.join(self.children[:2])})"
+        if self.resembles:
+            first = self.resembles[0]
+            line += f"; resembles {first['slug']} ({first['title']}): {first['link']}"
+        elif self.resembles == [] and self.verdict == GROWS:
+            line += "; resembles no catalog entry closely"
         return line
 
     def curve(self, width: int = 40) -> str:
@@ -296,9 +319,13 @@ class Report:
             rows.extend(f"  {site}" + (f"\n      {site.code}" if site.code else "") for site in self.sites[:5])
         if self.history:
             rows.append(self.history)
-        for name, lines in self.growth.items():
-            rows.append(f"what grows in {name}:")
+        for kind, lines in self.growth.items():
+            rows.append(f"what grows ({kind}):")
             rows.extend(f"  {line}" for line in lines)
+        if self.resembles:
+            rows.append("resembles, in the catalog:")
+            rows.extend(f"  {entry['slug']} ({entry['family']}, similarity {entry['score']:.2f}): {entry['title']}"
+                        f"\n      fix: {entry['fix']}\n      {entry['link']}" for entry in self.resembles)
         return "\n".join(rows)
 
     def to_json(self) -> dict[str, Any]:
@@ -336,12 +363,16 @@ class Report:
             **({"long_pass_stopped": self.long_pass_stopped} if self.long_pass_stopped else {}),
             "garbage": self.garbage,
             "median_step_seconds": self.median_step_seconds,
+            **({"phase_seconds": self.phase_seconds, "seconds_to_verdict": self.seconds_to_verdict}
+               if self.phase_seconds else {}),
             "step_seconds": self.step_seconds,
             "metrics": self.metrics,
             "counters": self.counters,
             "sites": [asdict(site) for site in self.sites],
             "history": self.history,
             **({"growth": self.growth} if self.growth else {}),
+            **({"signature": self.signature} if self.signature else {}),
+            **({"resembles": self.resembles} if self.resembles is not None else {}),
             "resources": {
                 name: {
                     "verdict": r.verdict,
@@ -383,10 +414,11 @@ def device_name(device: str) -> str:
 # Keys of :meth:`Report.to_json` that are worked out from the rest (the verdict, the headline),
 # so not read back; every other key either is a field or, unknown, becomes a label.
 _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "samples", "released",
-            "median_step_seconds")
+            "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "crept", "long_pass_steps", "long_pass_stopped", "garbage", "counters", "history", "growth")
+           "uncertain", "crept", "long_pass_steps", "long_pass_stopped", "garbage", "counters", "history", "growth",
+           "phase_seconds", "signature", "resembles")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 
 

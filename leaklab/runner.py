@@ -50,7 +50,7 @@ from typing import Any
 import psutil
 import torch
 
-from leaklab import attribution, growth
+from leaklab import attribution, growth, signature
 from leaklab import resources as known
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.report import Report, ResourceResult
@@ -313,7 +313,16 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
         # Whatever happened (a failure, Ctrl-C), nothing the step started is left running.
         report.children = stop_children(children_before, options.child_wait)
         report.children_left = len(report.children)
+    resemble(report)
     return report
+
+
+def resemble(report: Report) -> None:
+    """The report's signature and the catalog entries it resembles, where it grows or plateaus."""
+    found = signature.signature(report)
+    if found is not None:
+        report.signature = found.to_json()
+        report.resembles = [entry.to_json() for entry in signature.resemble(found, device=report.device)]
 
 
 def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> None:
@@ -323,6 +332,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
     series = _Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
     limit = _TimeLimit(options.timeout, hard=options.hard_timeout)
     with probe, limit:
+        _enter(report, "build", stage=False)
         probe.settle(clear_workspaces=True)
         before = report.before_build = probe.sample()
         try:
@@ -336,10 +346,12 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             raise BadInput(f"the factory returned {type(step).__name__}, not a callable that runs one step")
         built = probe.sample()
         watcher = None
+        trends: dict[str, Any] = {}
+        done = 0
         try:
             # Warm-up runs through the very loop the measured steps use, read for the budget only,
             # so that whatever that loop sets up on its first turns is in place before the baseline.
-            report.stage = "warm-up"
+            _enter(report, "warm-up")
             series.count = 0
             series.add(built, probe, 0.0)
             done = _measure(step, probe, series, options, options.warmup, budget, built, limit, report, 0, quiet=True)
@@ -347,7 +359,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             counters_start: dict[str, int] = {}
             restarts = 0
             while not report.stopped_by_budget:
-                report.stage = "measured"
+                _enter(report, "measured")
                 series.count = 0
                 series.shift = dict.fromkeys(series.names, 0)
                 probe.freeze_existing()
@@ -367,7 +379,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             crept = _creeping(series, watched, trends)
             first, start = trends, series.count - 1
             if options.confirm and not report.stopped_by_budget and (_needs_confirmation(trends) or crept):
-                report.stage = "confirmation"
+                _enter(report, "confirmation")
                 # What the decision itself keeps alive (a few Python objects) must not read as a
                 # step of the series: the readings go on from where the series stopped.
                 done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done,
@@ -381,7 +393,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 report.confirmed_steps = options.confirm_steps
             extended: dict[str, list[int]] = {}
             if options.confirm and crept and not report.stopped_by_budget and not _grows(trends):
-                report.stage = "long pass"
+                _enter(report, "long pass")
                 extended, done = _long_pass(step, probe, series, crept, options, budget, built, limit, report, done)
                 if not report.long_pass_stopped:
                     for name in crept:
@@ -392,28 +404,11 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
             _keep(report, series, watched, trends, device, options, extended)
-            nameable = {name for name, trend in trends.items() if name in growth.NAMEABLE and trend.verdict == GROWS}
-            if nameable and not report.stopped_by_budget:
-                # What grows is named over a few extra steps, between two censuses (they hold
-                # every container for a moment, which must not show in the verdicts).
-                report.stage = "naming"
-                probe.unfreeze()
-                probe.prune()
-                census = growth.take(nameable)
-                for i in range(NAMING_STEPS):
-                    report.failed_step = done + i
-                    limit.arm()
-                    _call_step(step)
-                    limit.disarm()
-                done += NAMING_STEPS
-                probe.prune()
-                report.growth = growth.growth(census, growth.take(nameable), NAMING_STEPS, nameable)
-                del census
             if options.attribute and not report.stopped_by_budget:
                 # Attribution watches a few extra steps after the measured series: recording
                 # allocation stacks costs host memory (the allocator's history lives on the
                 # host), which must not show in the verdicts it explains.
-                report.stage = "attribution"
+                _enter(report, "attribution")
                 watcher = attribution.start(probe, step, options.snapshot, snapshot_overwrite=options.snapshot_overwrite,
                                             snapshot_html=options.snapshot_html)
                 for i in range(ATTRIBUTION_STEPS):
@@ -424,15 +419,31 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                     _call_step(step)
                     limit.disarm()
             report.failed_step = None
-            report.stage = None
+            _enter(report, None)
         except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
             # The step's own failure is reported as such, not as a verdict and not as a crash of ours.
             limit.disarm()
             report.error = _failure(exc)
             report.traceback = format_exception(exc)
             del exc
+        _enter(report, "release", stage=False)
         if watcher is not None:
             report.sites, report.history = attribution.finish(watcher, probe, step)
+        if report.error is None and not report.stopped_by_budget:
+            try:
+                done = _name_growth(step, probe, report, trends, limit, done)
+            except KeyboardInterrupt as exc:
+                limit.disarm()
+                report.error = _failure(exc)
+                report.traceback = format_exception(exc)
+                del exc
+            except (Exception, SystemExit, StepTimeout):
+                # The naming steps are ours, not asked for: a step that cannot run that long (a
+                # finite iterator) leaves the growth unnamed, and the verdict stands.
+                limit.disarm()
+                report.failed_step = None
+                report.growth = {}
+            _enter(report, "release", stage=False)
         del step
         probe.settle(clear_workspaces=True)
         after = probe.sample()
@@ -442,6 +453,47 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             probe.unfreeze()
             after = probe.sample()
     report.leftover = _leftover(watched, before, after)
+    _enter(report, None, stage=False)
+
+
+def _name_growth(step: Step, probe: Probe, report: Report, trends: dict[str, Any], limit: _TimeLimit, done: int) -> int:
+    """Where Python objects, tensors, threads, descriptors or mappings grow, name what grows: a
+    census, a few extra steps, a census again (:mod:`leaklab.growth`), after attribution so that
+    attribution watches the steps right after the series, as it always has. Returns the steps run."""
+    what = growth.kinds({name for name, trend in trends.items() if known.get(name).judged and trend.verdict == GROWS})
+    if not what:
+        return done
+    _enter(report, "naming")
+    probe.prune()
+    # The graph walk makes Python wrappers of autograd nodes: walked before the first census
+    # and after the second, so that they are not counted as the step's.
+    graphs = attribution.graph_sizes(attribution.reachable_tensors(step)) if "objects" in what else {}
+    census = growth.take(what, step)
+    for i in range(NAMING_STEPS):
+        report.failed_step = done + i
+        limit.arm()
+        _call_step(step)
+        limit.disarm()
+    report.failed_step = None
+    probe.prune()
+    report.growth = growth.growth(census, growth.take(what, step), NAMING_STEPS, what)
+    if "objects" in what and report.history is None:
+        report.history = attribution.autograd_history(attribution.graph_sizes(attribution.reachable_tensors(step)),
+                                                      graphs, NAMING_STEPS)
+    _enter(report, None)
+    return done + NAMING_STEPS
+
+
+def _enter(report: Report, phase: str | None, stage: bool = True) -> None:
+    """The run moves to ``phase`` (None: the end); the time of the phase it leaves is added to
+    :attr:`Report.phase_seconds` (what each pass cost, and the time to a verdict). ``stage``: the
+    phase is also where a failure of the step would be reported."""
+    now = time.perf_counter()
+    if report._phase is not None:
+        report.phase_seconds[report._phase] = report.phase_seconds.get(report._phase, 0.0) + now - report._phase_started
+    report._phase, report._phase_started = phase, now
+    if stage:
+        report.stage = phase
 
 
 def _leftover(watched: tuple[known.Resource, ...], before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -475,8 +527,9 @@ def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, cou
     # Every object this loop keeps between two readings (its clock readings, the last sample) is
     # alive before the reference reading too, so that reading counts the same objects of ours as
     # every later one: python_objects is exact, and it would read the loop's own locals as growth.
-    started = seconds = time.perf_counter()
+    started, seconds = time.perf_counter(), time.perf_counter()  # two floats, as the loop keeps
     over = None
+    turns = iter(range(count))
     sample = probe.sample(only) if start else {}
     if start:
         sample = probe.sample(only)  # taken while the last one is alive, as every later reading is
@@ -484,7 +537,7 @@ def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, cou
         series.add(sample, probe, 0.0)
     elif start == CONTINUE:
         series.shift_from(sample)
-    for i in range(count):
+    for i in turns:
         report.failed_step = done
         limit.arm()
         started = time.perf_counter()

@@ -25,7 +25,8 @@ Where growth starts late, the rate given is the rate since it started.
 
 Where a verdict is not a clear ``bounded``, the runner continues the series (a confirmation
 pass) and decides again on all of it; a noisy counter that grows must still grow through that
-pass at half its rate or more (:func:`confirm`).
+pass at half its rate or more, and must not fall back at once by half of what it rose in the
+first pass (a saw-tooth: a dict's table rebuilt, batches freed) (:func:`confirm`).
 
 ``creeps``   a noisy counter's series that never fell and rose, but slower than the resource's
              floor (:func:`creeps`). The floor is there for
@@ -176,6 +177,7 @@ def decide(samples: list[float], resource: Resource, floor: float | None = None)
 
 
 SLOWING = 0.5  # a noisy counter whose growth fell below this share of its rate while confirmed is settling
+FELL_AT_ONCE = 0.5  # ... or that fell at once, while confirmed, by this share of what it rose in the first pass
 
 
 def _settled(extended: Trend, rate: float) -> Trend:
@@ -196,7 +198,11 @@ def confirm(first: Trend, extended: Trend, continued: list[float], resource: Res
         return extended
     rate = theil_sen_slope(continued)
     reference = first.per_step_bytes if first.verdict == GROWS else extended.per_step_bytes
-    return extended if rate >= SLOWING * reference else _settled(extended, rate)
+    # A saw-tooth falls back at once by much of what it rose (a dict's table rebuilt when it has
+    # filled with deleted entries, batches in flight freed); a leak never gives back that much.
+    fell = -min((b - a for a, b in zip(continued, continued[1:], strict=False)), default=0)
+    sawtooth = first.rise_bytes > 0 and fell >= FELL_AT_ONCE * first.rise_bytes
+    return extended if rate >= SLOWING * reference and not sawtooth else _settled(extended, rate)
 
 
 def creeps(samples: list[float], resource: Resource) -> bool:

@@ -120,7 +120,7 @@ class Watch:
                  tb: TracebackType | None) -> bool:
         from leaklab.measure import device_counters, format_exception, live_children
         from leaklab.report import Report
-        from leaklab.runner import BadInput, _decide, _failure, _keep, _leftover
+        from leaklab.runner import BadInput, _decide, _failure, _keep, _leftover, resemble
 
         probe, self._probe = self._probe, None
         series = self._series
@@ -146,6 +146,7 @@ class Watch:
             probe.__exit__(None, None, None)
         # The loop's children (persistent DataLoader workers) may still be in use: counted, never stopped.
         report.children_left = len([p for p in live_children() if p.pid not in self._children_before])
+        resemble(report)
         self.report = report
         if too_short and exc is None:
             raise BadInput(f"the block called w.step() {self._calls} time(s): a verdict needs the "

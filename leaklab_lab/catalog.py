@@ -427,10 +427,70 @@ def rebase(lines: list[str], folder: str) -> list[str]:
     return [_LINK.sub(move, line) for line in lines]
 
 
-def _pages(root: Path, strict: bool) -> tuple[str, str]:
-    """CATALOG.md's text and docs/harness.md's, from one reading of the cases and results."""
+def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """How often the check's first suggestion (and any of its first three) is an entry of the
+    leak's own family: leave-one-out over the catalog's entries, and held-out steps."""
+    from leaklab_lab.matching import leave_one_out
+
+    out = ['<a id="leak-to-entry"></a>', "", "## From a leak to its catalog entry", "",
+           "`leaklab check` names the catalog entries a growing run resembles (its signature against each entry's, "
+           "derived from the entry's own measured leak run in "
+           + ", ".join(f"[{name}](results/{name})" for name in signatures["generated_from"]) + "). "
+           "A suggestion counts when its family (see [Families](CATALOG.md#families)) is the leak's own.", "",
+           "| test | device | runs counted | first suggestion right | one of the first three right | nothing close | "
+           "not counted (no other entry of its family) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for device in sorted({entry["device"] for entry in signatures["entries"]}):
+        rates = leave_one_out(signatures["entries"], device)
+        out.append(f"| leave-one-out over the catalog | {device} | {rates['counted']} | {rates['first']} | {rates['top3']} | "
+                   f"{rates['none_close']} | {', '.join(f'`{s}`' for s in rates['without_sibling']) or '–'} |")
+    misses = []
+    for filename, document in results:
+        summary = document.get("benchmarks", {}).get("matching")
+        if not summary:
+            continue
+        out.append(f"| held-out steps from public reports ([{filename}](results/{filename})) | {_short_where(document)} | "
+                   f"{summary['counted']} | {summary['first']} | {summary['top3']} | {summary['none_close']} | – |")
+        misses += [f"- `{name}` ({_short_where(document)}, a reader's family `{row['family']}`): "
+                   + (", ".join(f"`{slug}` ({family})" for slug, family, _ in row["suggested"]) or "nothing close")
+                   for name, row in summary["rows"].items() if not row["first"]]
+    out.append("")
+    if misses:
+        out += ["Held-out steps whose first suggestion was not of their family:", "", *misses, ""]
+    return out
+
+
+def _time_to_verdict(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Per results file: the time to a verdict over its runs, and what each stage of a run cost."""
+    from statistics import median
+
+    out = ['<a id="time-to-verdict"></a>', "", "## Time to a verdict", "",
+           "Wall time per run, from building the step to its verdict, and the total each stage took over all runs "
+           "of the file (the naming of what grows, attribution and the release check come after the verdict).", "",
+           "| results | runs | median to verdict | slowest to verdict | " + " | ".join(STAGES) + " |",
+           "| --- | --- | --- | --- | " + " --- |" * len(STAGES)]
+    for filename, document in results:
+        timed = [run for run in document["runs"].values() if run.phase_seconds]
+        if not timed:
+            continue
+        to_verdict = sorted(run.seconds_to_verdict for run in timed)
+        slowest = max(timed, key=lambda run: run.seconds_to_verdict)
+        totals = [sum(run.phase_seconds.get(stage, 0.0) for run in timed) for stage in STAGES]
+        out.append(f"| [{filename}](results/{filename}) | {len(timed)} | {median(to_verdict):.2f} s | "
+                   f"{slowest.seconds_to_verdict:.2f} s (`{slowest.name}`) | " + " | ".join(f"{t:.1f} s" for t in totals) + " |")
+    return [*out, ""]
+
+
+STAGES = ("build", "warm-up", "measured", "confirmation", "long pass", "naming", "attribution", "release")
+
+
+def _pages(root: Path, strict: bool) -> tuple[str, str, str]:
+    """CATALOG.md's text, docs/harness.md's and the entries' signatures, from one reading of the
+    cases and results."""
+    from leaklab_lab.matching import catalog_signatures
+
     cases = discover(root)
     results = load_all_results(root / "results")
+    signatures = catalog_signatures(cases, results)
     figures = Figures.from_results(results)
     entries = [line for case in cases for line in entry(case, results, figures)]
     if strict and figures.unmeasured:
@@ -482,6 +542,8 @@ def _pages(root: Path, strict: bool) -> tuple[str, str]:
                "torch versions, how often a controlled leak is missed or a bounded control called growing (sensitivity), "
                "and what each watched resource is. Every figure is read from a committed results file.", ""]
     harness += _measured_on(results)
+    harness += _matching(signatures, results)
+    harness += _time_to_verdict(results)
     harness += _suite_measured(cases, results, root)
     harness += versions.render(cases, matrix)
     harness += _resources_table()
@@ -490,7 +552,7 @@ def _pages(root: Path, strict: bool) -> tuple[str, str]:
         harness += ['<a id="timings"></a>', "", "## Timings and overheads", "",
                     "Ratios are medians within one run, variants interleaved or in alternating blocks.", "", *bench]
     folder = HARNESS_PATH.parent.relative_to(ROOT).as_posix()
-    return catalog, "\n".join(rebase(harness, folder)).rstrip() + "\n"
+    return catalog, "\n".join(rebase(harness, folder)).rstrip() + "\n", json.dumps(signatures, indent=1, sort_keys=True) + "\n"
 
 
 def render(root: Path = ROOT, strict: bool = False) -> str:
@@ -505,9 +567,13 @@ def render_harness(root: Path = ROOT, strict: bool = False) -> str:
 
 
 def pages(root: Path = ROOT, strict: bool = False) -> dict[Path, str]:
-    """Every page ``leaklab catalog`` writes, by its path under ``root``: CATALOG.md and docs/harness.md."""
-    catalog, harness = _pages(root, strict)
-    return {root / CATALOG_PATH.name: catalog, root / HARNESS_PATH.relative_to(ROOT): harness}
+    """Every file ``leaklab catalog`` writes, by its path under ``root``: CATALOG.md, docs/harness.md
+    and the entries' signatures the tool reads (leaklab/catalog_signatures.json)."""
+    from leaklab.signature import SIGNATURES_PATH
+
+    catalog, harness, signatures = _pages(root, strict)
+    return {root / CATALOG_PATH.name: catalog, root / HARNESS_PATH.relative_to(ROOT): harness,
+            root / SIGNATURES_PATH.relative_to(ROOT): signatures}
 
 
 def stale(root: Path = ROOT, strict: bool = False) -> list[Path]:

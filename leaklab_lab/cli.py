@@ -95,6 +95,9 @@ def register(commands: Any) -> None:
     bench.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
     bench.add_argument("--sensitivity", action="store_true",
                        help="instead: the smallest leaks and the tricky bounded controls (tests/data/edge_steps.py)")
+    bench.add_argument("--matching", action="store_true",
+                       help="instead: held-out leaky steps from public reports (tests/data/fresh_steps.py), each "
+                            "checked and matched to the catalog; how often its family comes first")
 
     catalog = commands.add_parser("catalog", help="write CATALOG.md from the cases and the committed results")
     catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
@@ -209,6 +212,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     device = _device(args.device)
     _check_outputs(files={"--results": args.results})
+    if args.matching:
+        from leaklab_lab.matching import fresh_steps
+
+        summary = fresh_steps(device, progress=lambda name, row: print(
+            f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
+        print(f"first suggestion of the right family: {summary['first']} of {summary['counted']}; "
+              f"one of the first three: {summary['top3']} of {summary['counted']}")
+        if args.results:
+            _write("results", args.results,
+                   lambda: write_results(args.results, [], device, note=args.note, benchmarks={"matching": summary}))
+            print(f"results written to {args.results}", file=sys.stderr)
+        return EXIT_OK
     if args.sensitivity:
         from leaklab_lab.sensitivity import run_grid
 

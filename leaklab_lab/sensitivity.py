@@ -23,17 +23,20 @@ LEAKS: dict[str, tuple[str, float, str]] = {
     "starts_late": ("1 KiB of tensors per step from the 15th call on", 1024, "tensors"),
     "mlp_leak_512": ("512 B of tensors per step inside an MLP training step", 512, "tensors"),
     "resnet18_leak_512": ("512 B of tensors per step inside a resnet18 training step", 512, "tensors"),
-    "bytes_512": ("a bytes(512) kept per step (545 B, malloc): under the heap's 1 KiB/step floor", 545, "host_heap"),
+    "bytes_512": ("a bytes(512) kept per step (545 B, malloc): one Python object a step", 545, "python_objects"),
     "c_heap_256": ("256 B of C heap (malloc, as a C extension would) kept per step", 256, "host_heap"),
-    "bytes_256": ("a bytes(256) kept per step (289 B, pymalloc), python_objects watched as asked", 289,
-                  "python_objects"),
-    "bytes_4k": ("a bytes(4096) kept per step (malloc)", 4129, "host_heap"),
+    "bytes_256": ("a bytes(256) kept per step (289 B, pymalloc): seen by python_objects", 289, "python_objects"),
+    "closure_per_step": ("one closure kept per step (a handler appended every epoch)", 1, "python_objects"),
+    "hook_partial_per_step": ("one functools.partial per step in a module's hook dict", 1, "python_objects"),
+    "thread_per_step": ("one thread started per step that never ends", 1, "threads"),
+    "mapped_page_per_step": ("one 4 KiB page of a mapped file touched and kept per step", 4096, "mapped_files"),
+    "bytes_4k": ("a bytes(4096) kept per step (malloc): one Python object a step", 4129, "python_objects"),
     "opens_files": ("one file descriptor left open per step", 1, "open_fds"),
-    "small_strings": ("100,000 small strings kept per step", 100_000, "host_heap"),
-    "cyclic_garbage_kept": ("a self-referencing record with 100 kB kept per step", 100_000, "host_heap"),
+    "small_strings": ("100,000 small strings kept per step", 100_000, "python_objects"),
+    "cyclic_garbage_kept": ("a self-referencing record with 100 kB kept per step", 100_000, "python_objects"),
 }
-# Rows that watch a resource the default check leaves out (see python_objects in leaklab.resources).
-ASKED: dict[str, tuple[str, ...]] = {"bytes_256": ("python_objects",)}
+# Rows that watch a resource the default check leaves out (none now: every row runs the default check).
+ASKED: dict[str, tuple[str, ...]] = {}
 CONTROLS: dict[str, str] = {
     "noop": "a step that does nothing",
     "mlp": "an MLP training step",
@@ -46,6 +49,9 @@ CONTROLS: dict[str, str] = {
     "decreasing": "memory that decreases",
     "random_temporaries": "random-size temporaries freed each step",
     "cyclic_garbage": "cyclic garbage per step, only the last 4 records kept",
+    "thread_pool_reused": "a thread pool made once and given work every step",
+    "file_opened_and_closed": "a file opened, read and closed every step",
+    "mapping_read_every_step": "one mapping opened once and read every step",
 }
 
 

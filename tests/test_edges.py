@@ -29,12 +29,17 @@ def verdicts(name, **options):
     ("mlp_leak_512", "mlp", "cpu_tensors", {}),
     ("every_third_1k", "noop", "cpu_tensors", {}),
     ("bytes_4k", "noop", "host_heap", {"resources": ("host_heap",)}),
-    ("bytes_512", "noop", "host_heap", {}),
+    ("bytes_512", "noop", "python_objects", {}),
     ("c_heap_256", "noop", "host_heap", {}),
-    ("bytes_256", "noop", "python_objects", {"resources": ("python_objects",)}),
+    ("bytes_256", "noop", "python_objects", {}),
+    ("closure_per_step", "noop", "python_objects", {}),
+    ("hook_partial_per_step", "noop", "python_objects", {}),
+    ("thread_per_step", "thread_pool_reused", "threads", {}),
+    ("mapped_page_per_step", "mapping_read_every_step", "mapped_files", {}),
+    ("mapped_page_per_step", "file_opened_and_closed", "mapped_files", {}),
     ("opens_files", "noop", "open_fds", {}),
-    ("small_strings", "noop", "host_heap", {}),
-    ("cyclic_garbage_kept", "cyclic_garbage", "host_heap", {}),
+    ("small_strings", "noop", "python_objects", {}),
+    ("cyclic_garbage_kept", "cyclic_garbage", "python_objects", {}),
 ])
 def test_the_smallest_leak_grows_where_it_lives_and_its_twin_is_bounded(leak, twin, resource, options):
     report = verdicts(leak, **options)

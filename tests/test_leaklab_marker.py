@@ -49,6 +49,30 @@ def _check_once_outside_pytester():
     run_script(ROOT / "fixes/hook_caching.py", options=RunOptions(steps=2, warmup=0))
 
 
+class _CallsWithoutRepeats(list):
+    """pytester's in-process runs record every hook call (HookRecorder.calls), a few Python
+    objects each; the marker repeats the test through the pytest_pyfunc_call hook, so each repeat
+    would be recorded, and python_objects would rightly call that growth. Those records are the
+    recorder's, not the test's: left out here. A plain pytest session records nothing."""
+
+    def append(self, call):
+        if getattr(call, "_name", None) != "pytest_pyfunc_call":
+            super().append(call)
+
+
+@pytest.fixture(autouse=True)
+def _recorder_keeps_no_repeats(monkeypatch):
+    from _pytest.pytester import HookRecorder
+
+    original = HookRecorder.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.calls = _CallsWithoutRepeats(self.calls)
+
+    monkeypatch.setattr(HookRecorder, "__init__", init)
+
+
 def run(pytester, *args):
     return pytester.runpytest_inprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", *args)
 

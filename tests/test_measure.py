@@ -78,7 +78,7 @@ def test_probe_reads_every_cpu_resource():
     with Probe("cpu") as probe:
         sample = probe.sample()
     assert set(sample) == {"cpu_tensors", "host_heap", "worker_memory", "shared_memory", "children", "open_fds",
-                           "threads", "mapped_files", "mapped_file_bytes"}
+                           "threads", "mapped_files", "mapped_file_bytes", "python_objects"}
     assert all(isinstance(v, int) and v >= 0 for v in sample.values())
 
 

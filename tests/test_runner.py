@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from leaklab.runner import RunOptions, run_factory
+from leaklab.runner import NAMING_STEPS, RunOptions, run_factory
 from leaklab.verdict import BOUNDED, GROWS, MiB
 
 kept_forever = []
@@ -41,8 +41,9 @@ def test_memory_a_step_leaves_behind_is_reported():
     report = run_factory(factory, "cpu", RunOptions(steps=4, warmup=1, resources=("cpu_tensors",)))
     kept_forever.clear()
     assert not report.released
-    # 1 warm-up step, 4 measured and the confirmation pass (the growth is confirmed before it is reported)
-    assert report.leftover["cpu_tensors"] == (1 + 4 + report.confirmed_steps) * 256 * 1024
+    # 1 warm-up step, 4 measured, the confirmation pass (the growth is confirmed before it is reported)
+    # and the steps that name what grows
+    assert report.leftover["cpu_tensors"] == (1 + 4 + report.confirmed_steps + NAMING_STEPS) * 256 * 1024
     assert report.confirmed_steps == 5
 
 

@@ -239,3 +239,22 @@ def test_a_level_that_rose_once_and_stayed_is_not_growth_at_zero_bytes_a_step():
     trend = decide(series, resources.SHARED_MEMORY)
     assert trend.verdict != GROWS, trend
     assert decide(series[:13], resources.SHARED_MEMORY).verdict == BOUNDED  # the first pass, as the run had it
+
+
+def test_a_saw_tooth_that_falls_back_while_confirmed_is_not_growth():
+    """python_objects of cow_dataset_workers' fix (CPU, torch 2.14.1): a DataLoader iterator's
+    bookkeeping dict gains ~10 blocks a batch, then its table is rebuilt (-252). A leak at the
+    same rate that never gives back stays growth."""
+    from itertools import accumulate
+
+    from leaklab.resources import PYTHON_OBJECTS
+    from leaklab.verdict import confirm
+
+    moves = [8, 10, 11, 10, 10, 10, 10, 10, 10, 12, 10, 10, 8, 12, 10, 8, 10, 10, 10, 12,
+             12, 10, 8, 12, 10, 8, 12, -252, 7, 7]
+    for steps, expected in ((moves, BOUNDED), ([abs(m) if m > 0 else 10 for m in moves], GROWS)):
+        series = list(accumulate([522_000, *steps]))
+        first = decide(series[:21], PYTHON_OBJECTS)
+        assert first.verdict == GROWS
+        verdict = confirm(first, decide(series, PYTHON_OBJECTS), series[20:], PYTHON_OBJECTS).verdict
+        assert verdict == expected, (steps[-4:], verdict)

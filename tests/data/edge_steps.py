@@ -23,7 +23,7 @@ def noop(device):
 
 
 def bytes_512(device):
-    return lambda: kept.append(bytes(512))  # 545 B: served by malloc, seen by host_heap (under its floor)
+    return lambda: kept.append(bytes(512))  # 545 B: served by malloc, seen by host_heap (under its floor) and python_objects
 
 
 def bytes_4k(device):
@@ -36,7 +36,7 @@ def c_heap_256(device):
 
     libc = ctypes.CDLL(None)
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    return lambda: kept.append(libc.malloc(256))
+    return lambda: libc.malloc(256) and None  # the pointer is dropped: no Python object is kept
 
 
 def bytes_256(device):

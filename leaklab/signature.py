@@ -1,0 +1,216 @@
+"""A leak's signature, and the catalog entries it resembles.
+
+A signature is what a report already knows about a leak, in a form two leaks can be compared
+by: the resources that grow and how fast (orders of magnitude), what holds the growth (an
+autograd history chained across steps, a hook dict, a cache, a container, worker processes,
+threads, descriptors, mappings), what is held (tensors, modules, optimizers, callables, ...),
+whether the step makes cyclic garbage, and whether growth comes every step, late or now and then.
+
+The catalog's own entries carry the signature of their measured leak runs, in
+``catalog_signatures.json`` beside this module (written by the lab's ``leaklab catalog`` from the
+committed results; the tool reads it and imports nothing of the lab). :func:`resemble` ranks the
+entries by :func:`similarity` and keeps those close enough: a forced match is worse than none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from leaklab.verdict import GROWS, PLATEAU
+
+SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")
+CATALOG_URL = "CATALOG.md"          # entries are linked as CATALOG.md#<slug>, relative to a leaklab checkout
+CLOSE_ENOUGH = 0.6                  # the least similarity called a resemblance
+SHOWN = 3                           # entries named at most
+
+# What holds the growth, read from what the report names (naming, attribution, the autograd line).
+HOLDERS = ("autograd_history", "hook_dict", "cache", "container", "workers", "threads", "descriptors", "mappings")
+# What is held, read from the type of what the holder gains.
+HELD = ("tensor", "module", "optimizer", "callable", "exception", "object")
+
+# How much each part of a signature counts towards similarity.
+WEIGHTS = {"headline": 3.0, "resources": 2.0, "rate": 1.0, "holder": 2.0, "held": 2.0, "garbage": 0.5, "pattern": 0.5}
+
+
+@dataclass(frozen=True)
+class Signature:
+    grows: dict[str, float] = field(default_factory=dict)   # resource -> log10 of its rate (units/step)
+    headline: str | None = None                              # the resource the verdict is about
+    holder: str | None = None
+    held: str | None = None
+    garbage: bool = False                                    # cyclic garbage every step
+    pattern: str | None = None                               # "steady", "late", "periodic"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Signature:
+        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern")},
+                   grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")))
+
+
+def _held_kind(text: str) -> str | None:
+    found = re.search(r"\+[\d.,]+ ([\w.]+)/step", text)
+    name = found.group(1) if found else ""
+    if not name:
+        return None
+    if name.endswith(("Tensor", "Parameter", "UntypedStorage")):
+        return "tensor"
+    if name.startswith("torch.nn.") or name.endswith(("Sequential", "Module")):
+        return "module"
+    if name.startswith("torch.optim.") or name.endswith("Optimizer"):
+        return "optimizer"
+    if name in ("function", "functools.partial", "method", "builtin_function_or_method"):
+        return "callable"
+    if name.endswith(("Error", "Exception", "traceback", "frame")):
+        return "exception"
+    return "object"
+
+
+def _holder_kind(text: str) -> str | None:
+    if "autograd history" in text or ".grad_fn" in text:
+        return "autograd_history"
+    if re.search(r"_hooks\b|_hooks_with_kwargs", text):
+        return "hook_dict"
+    if "cache" in text.lower():
+        return "cache"
+    if " in " in text or "[" in text or "held by" in text:
+        return "container"
+    return None
+
+
+def signature(report: Any) -> Signature | None:
+    """The signature of a report whose verdict is grows or plateau (None otherwise)."""
+    if report.verdict not in (GROWS, PLATEAU):
+        return None
+    growing = {name: result for name, result in report.resources.items()
+               if result.verdict == report.verdict and (name not in _known() or _known()[name].judged)}
+    rates = {name: round(math.log10(max(abs(result.per_step_bytes), 1e-3)), 2) for name, result in growing.items()}
+    headline = report.resource
+    texts = []
+    site = report.leak_site
+    if site is not None and site.held_by:
+        texts.append(f"held by {site.held_by}")
+    if report.history:
+        texts.append(report.history)
+    from leaklab.growth import KIND_OF
+
+    kind = KIND_OF.get(headline or "")
+    texts += list(report.growth.get(kind, [])) if kind else []
+    texts += [line for lines in report.growth.values() for line in lines]
+    holder = next((found for text in texts if (found := _holder_kind(text))), None)
+    if holder is None:
+        for name, kind_name in (("worker_memory", "workers"), ("shared_memory", "workers"), ("children", "workers"),
+                                ("threads", "threads"), ("open_fds", "descriptors"), ("mapped_files", "mappings"),
+                                ("mapped_file_bytes", "mappings")):
+            if name in growing:
+                holder = kind_name
+                break
+    held = next((found for text in texts if (found := _held_kind(text))), None)
+    if held is None and headline in ("cpu_tensors", "device_allocated"):
+        held = "tensor"
+    objects = (report.garbage or {}).get("objects") or []
+    garbage = bool(objects) and sorted(objects)[len(objects) // 2] > 0
+    return Signature(rates, headline, holder, held, garbage, _pattern(report, headline))
+
+
+def _pattern(report: Any, headline: str | None) -> str | None:
+    if headline is None or headline not in report.resources:
+        return None
+    result = report.resources[headline]
+    if result.trend.onset:
+        return "late"
+    samples = result.samples
+    moves = [b - a for a, b in zip(samples, samples[1:], strict=False)]
+    rising = sum(move > 0 for move in moves)
+    return "steady" if moves and rising >= 0.7 * len(moves) else "periodic"
+
+
+@cache
+def _known() -> dict[str, Any]:
+    from leaklab import resources
+
+    return dict(resources.BY_NAME)
+
+
+def similarity(a: Signature, b: Signature) -> float:
+    """How alike two signatures are, from 0 to 1: the parts both know, weighted by :data:`WEIGHTS`."""
+    score = total = 0.0
+    total += WEIGHTS["headline"]
+    score += WEIGHTS["headline"] * (a.headline == b.headline)
+    union = set(a.grows) | set(b.grows)
+    total += WEIGHTS["resources"]
+    score += WEIGHTS["resources"] * (len(set(a.grows) & set(b.grows)) / len(union) if union else 1.0)
+    if a.headline == b.headline and a.headline in a.grows and b.headline in b.grows:
+        total += WEIGHTS["rate"]
+        score += WEIGHTS["rate"] * max(0.0, 1 - abs(a.grows[a.headline] - b.grows[b.headline]) / 3)
+    for part in ("holder", "held"):
+        mine, theirs = getattr(a, part), getattr(b, part)
+        if mine is not None and theirs is not None:
+            total += WEIGHTS[part]
+            score += WEIGHTS[part] * (mine == theirs)
+    total += WEIGHTS["garbage"]
+    score += WEIGHTS["garbage"] * (a.garbage == b.garbage)
+    if a.pattern and b.pattern:
+        total += WEIGHTS["pattern"]
+        score += WEIGHTS["pattern"] * (a.pattern == b.pattern)
+    return score / total
+
+
+@dataclass(frozen=True)
+class Resemblance:
+    slug: str
+    title: str
+    family: str
+    fix: str
+    score: float
+
+    @property
+    def link(self) -> str:
+        return f"{CATALOG_URL}#{self.slug}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "link": self.link}
+
+
+def load_entries(path: Path = SIGNATURES_PATH) -> list[dict[str, Any]]:
+    """The catalog's entries with their signatures; none where the file is missing or unreadable
+    (an installed tool without the catalog's data answers without resemblances)."""
+    try:
+        data = json.loads(path.read_text())
+        return [entry for entry in data["entries"] if isinstance(entry, dict) and "signature" in entry]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None, device: str | None = None,
+             exclude: str | None = None, shown: int = SHOWN) -> list[Resemblance]:
+    """The entries ``mine`` resembles, closest first, at most ``shown``, each once, none under
+    :data:`CLOSE_ENOUGH`; an entry measured on ``device``'s kind is preferred where the catalog
+    has both. ``exclude``: an entry left out (leave-one-out)."""
+    if mine is None:
+        return []
+    entries = load_entries() if entries is None else entries
+    kind = (device or "").split(":")[0]
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    for entry in entries:
+        if entry["slug"] == exclude:
+            continue
+        score = similarity(mine, Signature.from_json(entry["signature"]))
+        score += 1e-6 * (entry.get("device") == kind)  # a tie goes to the entry measured on this device
+        if score > best.get(entry["slug"], (-1.0, None))[0]:
+            best[entry["slug"]] = (score, entry)
+    ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]["slug"]))
+    return [Resemblance(entry["slug"], entry.get("title", ""), entry.get("family", ""), entry.get("fix", ""),
+                        round(score, 3))
+            for score, entry in ranked[:shown] if score >= CLOSE_ENOUGH]
+
+
+__all__ = ["CLOSE_ENOUGH", "Resemblance", "Signature", "load_entries", "resemble", "signature", "similarity"]

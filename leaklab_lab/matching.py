@@ -1,0 +1,123 @@
+"""From a leak to its catalog entry: the entries' signatures, and how well the check names them.
+
+- :func:`catalog_signatures` derives each entry's signature from its own measured leak run in the
+  committed results (the files :data:`leaklab_lab.figures.FIGURE_SOURCES` names), never by hand;
+  ``leaklab catalog`` writes them beside the tool (:data:`leaklab.signature.SIGNATURES_PATH`).
+- :func:`leave_one_out` matches every entry's leak run against the others, its own entry left out,
+  and counts the first suggestion, and any of the first three, that share its family.
+- :func:`fresh_steps` runs held-out leaky steps written from public reports
+  (tests/data/fresh_steps.py, never catalog cases) and counts the same against the family a
+  reader would pick; ``leaklab bench --matching`` keeps the figures in a results file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from leaklab.report import Report
+from leaklab.runner import RunOptions, load_script, run_script
+from leaklab.signature import SIGNATURES_PATH, resemble, signature
+from leaklab_lab.cases import ROOT, Case
+from leaklab_lab.figures import FIGURE_SOURCES
+from leaklab_lab.results import case_runs, role_of
+
+FRESH_STEPS = ROOT / "tests" / "data" / "fresh_steps.py"
+SHOWN = 3
+
+
+def fix_line(case: Case) -> str:
+    """The fixed line of the case's first fix, with its ``# FIX:`` comment: the fix in one line."""
+    for line in case.fixes[0].read_text().splitlines():
+        if "# FIX:" in line:
+            return re.sub(r"\s+", " ", line.strip())
+    return ""
+
+
+def catalog_signatures(cases: list[Case], results: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Every entry whose leak run grows or plateaus, with that run's signature, per device."""
+    by_name = dict(results)
+    entries = []
+    for device, name in FIGURE_SOURCES.items():
+        document = by_name.get(name)
+        if document is None:
+            continue
+        for case in cases:
+            leak = next((run for run in case_runs(document, case.slug) if role_of(run) == "leak"), None)
+            found = signature(leak) if leak is not None and leak.error is None else None
+            if found is None:
+                continue
+            entries.append({"slug": case.slug, "title": case.meta["title"], "family": case.family, "fix": fix_line(case),
+                            "device": device, "signature": found.to_json()})
+    return {"generated_from": sorted(name for name in FIGURE_SOURCES.values() if name in by_name), "entries": entries}
+
+
+def signatures_text(cases: list[Case], results: list[tuple[str, dict[str, Any]]]) -> str:
+    return json.dumps(catalog_signatures(cases, results), indent=1, sort_keys=True) + "\n"
+
+
+def _hits(family: str, suggestions: list[Any]) -> tuple[bool, bool]:
+    families = [s.family for s in suggestions[:SHOWN]]
+    return bool(families) and families[0] == family, family in families
+
+
+def leave_one_out(entries: list[dict[str, Any]], device: str) -> dict[str, Any]:
+    """Each entry measured on ``device`` matched against every other entry (its own left out on
+    both devices). Entries whose family has no other entry cannot be named by family and are
+    counted apart."""
+    rows = {}
+    for entry in entries:
+        if entry["device"] != device:
+            continue
+        siblings = {e["slug"] for e in entries if e["family"] == entry["family"] and e["slug"] != entry["slug"]}
+        from leaklab.signature import Signature
+
+        found = resemble(Signature.from_json(entry["signature"]), entries, device=device, exclude=entry["slug"],
+                         shown=SHOWN)
+        first, any_of_three = _hits(entry["family"], found)
+        rows[entry["slug"]] = {"family": entry["family"], "has_sibling": bool(siblings),
+                               "suggested": [[s.slug, s.family, s.score] for s in found],
+                               "first": first, "top3": any_of_three}
+    return _rates(rows)
+
+
+def _rates(rows: dict[str, Any]) -> dict[str, Any]:
+    counted = [row for row in rows.values() if row.get("has_sibling", True)]
+    return {"rows": rows, "counted": len(counted), "first": sum(row["first"] for row in counted),
+            "top3": sum(row["top3"] for row in counted), "none_close": sum(not row["suggested"] for row in counted),
+            "without_sibling": sorted(slug for slug, row in rows.items() if not row.get("has_sibling", True))}
+
+
+def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progress: Any = None) -> dict[str, Any]:
+    """The held-out leaky steps run under the default check on ``device``, each matched against
+    the catalog; the family a reader would pick is the module's FAMILY."""
+    module = load_script(FRESH_STEPS)
+    families: dict[str, str] = dict(module.FAMILY)
+    rows = {}
+    for name, family in families.items():
+        report: Report = run_script(FRESH_STEPS, name, device, RunOptions())
+        found = [s for s in (resemble(signature(report), entries, device=device, shown=SHOWN) if entries is not None
+                             else [_from_json(r) for r in report.resembles or []])]
+        first, any_of_three = _hits(family, found)
+        rows[name] = {"family": family, "verdict": report.verdict, "summary": report.summary(),
+                      "suggested": [[s.slug, s.family, s.score] for s in found], "first": first, "top3": any_of_three}
+        if progress:
+            progress(name, rows[name])
+    return _rates(rows)
+
+
+def _from_json(data: dict[str, Any]) -> Any:
+    from leaklab.signature import Resemblance
+
+    return Resemblance(data["slug"], data["title"], data["family"], data["fix"], data["score"])
+
+
+def load_entries(path: Path = SIGNATURES_PATH) -> list[dict[str, Any]]:
+    from leaklab.signature import load_entries as load
+
+    return load(path)
+
+
+__all__ = ["catalog_signatures", "fix_line", "fresh_steps", "leave_one_out", "signatures_text"]
