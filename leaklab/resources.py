@@ -255,7 +255,10 @@ PYTHON_OBJECTS = Resource(
     "pymalloc's pools, a larger one one malloc'd block)",
     "sys.getallocatedblocks(), after emptying the type attribute cache", ("cpu", "cuda"),
     _python_objects, exact=False, quantum=1, floor=0.5, plateau_min=4096, budget=50_000_000, release_tolerance=None,
-    rank=11, unit="blocks")
+    # After the heap in the headline: a C library's cache keyed by a Python object (oneDNN's per
+    # shape) grows both, by kilobytes of heap and a block of objects; a leak of Python objects
+    # alone leaves the heap under its floor, and its naming line says what the objects are.
+    rank=12, unit="blocks")
 # The heap drifts upward by a few hundred bytes per step for dozens of steps in real steps with
 # nothing leaking (DataLoaders, pinned-memory loops on the H200: 185-477 B/step; and while cpu_tensors
 # is counted, a TorchDispatchMode on every operator, ~0.9 KiB/step on fixes/lru_cache_unbounded.py,
@@ -265,7 +268,7 @@ PYTHON_OBJECTS = Resource(
 HOST_HEAP = Resource(
     "host_heap", "bytes in use in the process's C heap (glibc mallinfo2)",
     "glibc mallinfo2() bytes in use (RSS would hide freed-but-resident pages)", ("cpu", "cuda"), _host_heap,
-    exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=12,
+    exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=11,
     long_pass=True)
 def _peak(name: str, description: str, source: str, device: str, read: Callable[[Reading], int], quantum: int) -> Resource:
     """A peak: the most a tensor counter held during each step, reset at every reading; shown,

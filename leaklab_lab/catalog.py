@@ -430,7 +430,7 @@ def rebase(lines: list[str], folder: str) -> list[str]:
 def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """How often the check's first suggestion (and any of its first three) is an entry of the
     leak's own family: leave-one-out over the catalog's entries, and held-out steps."""
-    from leaklab_lab.matching import leave_one_out
+    from leaklab_lab.matching import leave_one_out, rematch
 
     out = ['<a id="leak-to-entry"></a>', "", "## From a leak to its catalog entry", "",
            "`leaklab check` names the catalog entries a growing run resembles (its signature against each entry's, "
@@ -448,6 +448,7 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
         summary = document.get("benchmarks", {}).get("matching")
         if not summary:
             continue
+        summary = rematch(summary, signatures["entries"])
         out.append(f"| held-out steps from public reports ([{filename}](results/{filename})) | {_short_where(document)} | "
                    f"{summary['counted']} | {summary['first']} | {summary['top3']} | {summary['none_close']} | – |")
         misses += [f"- `{name}` ({_short_where(document)}, a reader's family `{row['family']}`): "

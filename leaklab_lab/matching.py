@@ -49,7 +49,7 @@ def catalog_signatures(cases: list[Case], results: list[tuple[str, dict[str, Any
             found = signature(leak) if leak is not None and leak.error is None else None
             if found is None:
                 continue
-            entries.append({"slug": case.slug, "title": case.meta["title"], "family": case.family, "fix": fix_line(case),
+            entries.append({"slug": case.slug, "title": case.meta["title"], "family": case.family.name, "fix": fix_line(case),
                             "device": device, "signature": found.to_json()})
     return {"generated_from": sorted(name for name in FIGURE_SOURCES.values() if name in by_name), "entries": entries}
 
@@ -102,9 +102,25 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
                              else [_from_json(r) for r in report.resembles or []])]
         first, any_of_three = _hits(family, found)
         rows[name] = {"family": family, "verdict": report.verdict, "summary": report.summary(),
+                      "signature": report.signature, "device": device,
                       "suggested": [[s.slug, s.family, s.score] for s in found], "first": first, "top3": any_of_three}
         if progress:
             progress(name, rows[name])
+    return _rates(rows)
+
+
+def rematch(summary: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The held-out steps' committed signatures matched again against ``entries`` (the catalog as
+    it is now), so that the rates rendered always describe the catalog that ships."""
+    from leaklab.signature import Signature
+
+    rows = {}
+    for name, row in summary["rows"].items():
+        mine = Signature.from_json(row["signature"]) if row.get("signature") else None
+        found = resemble(mine, entries, device=row.get("device"), shown=SHOWN)
+        first, any_of_three = _hits(row["family"], found)
+        rows[name] = {**row, "suggested": [[s.slug, s.family, s.score] for s in found], "first": first,
+                      "top3": any_of_three}
     return _rates(rows)
 
 
@@ -120,4 +136,4 @@ def load_entries(path: Path = SIGNATURES_PATH) -> list[dict[str, Any]]:
     return load(path)
 
 
-__all__ = ["catalog_signatures", "fix_line", "fresh_steps", "leave_one_out", "signatures_text"]
+__all__ = ["catalog_signatures", "fix_line", "fresh_steps", "leave_one_out", "rematch", "signatures_text"]

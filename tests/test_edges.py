@@ -38,8 +38,8 @@ def verdicts(name, **options):
     ("mapped_page_per_step", "mapping_read_every_step", "mapped_files", {}),
     ("mapped_page_per_step", "file_opened_and_closed", "mapped_files", {}),
     ("opens_files", "noop", "open_fds", {}),
-    ("small_strings", "noop", "python_objects", {}),
-    ("cyclic_garbage_kept", "cyclic_garbage", "python_objects", {}),
+    ("small_strings", "noop", "host_heap", {}),
+    ("cyclic_garbage_kept", "cyclic_garbage", "host_heap", {}),
 ])
 def test_the_smallest_leak_grows_where_it_lives_and_its_twin_is_bounded(leak, twin, resource, options):
     report = verdicts(leak, **options)

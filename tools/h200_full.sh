@@ -9,11 +9,16 @@ OUT=${OUT:-/tmp/out}
 TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+# WORKERS=N runs the cuda suite over N pytest-xdist processes (each its own CUDA context and
+# caching allocator, so no run reads another's counters); pytest-benchmark's own timings are off
+# under xdist, the catalog's timings come from `leaklab bench` below.
 SECONDS=0
-timeout 400 python3 -m pytest -m cuda -p no:cacheprovider -q -rs --timeout 120 "$@" \
-  --benchmark-json "$OUT/bench.json" --leaklab-results "$OUT/h200-torch$TORCH.json" 2>&1 | tee "$OUT/pytest.log"
-echo "cuda suite wall time: ${SECONDS}s"
-python3 - "$OUT/h200-torch$TORCH.json" "$WHEN" <<'PY'
+if [[ ${SUITE:-1} != 0 ]]; then
+  timeout 400 python3 -m pytest -m cuda -p no:cacheprovider -q -rs --timeout 120 ${WORKERS:+-n $WORKERS} "$@" \
+    --durations=15 --leaklab-results "$OUT/h200-torch$TORCH.json" 2>&1 | tee "$OUT/pytest.log"
+  echo "cuda suite wall time: ${SECONDS}s (workers: ${WORKERS:-none})" | tee -a "$OUT/pytest.log"
+fi
+[[ -f "$OUT/h200-torch$TORCH.json" ]] && python3 - "$OUT/h200-torch$TORCH.json" "$WHEN" <<'PY'
 import json, sys
 from leaklab.files import atomic_write
 path, when = sys.argv[1], sys.argv[2]
@@ -31,6 +36,11 @@ fi
 if [[ ${BENCH:-1} != 0 ]]; then
   timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
     --note "leaklab bench --device cuda on the lent NVIDIA H200 (device tool), $WHEN"
+fi
+# MATCHING=1: held-out leaky steps from public reports, each checked and matched to the catalog.
+if [[ ${MATCHING:-0} != 0 ]]; then
+  timeout 200 python3 -m leaklab bench --device cuda --matching --results "$OUT/h200-matching-torch$TORCH.json" \
+    --note "leaklab bench --matching on the lent NVIDIA H200 (device tool), $WHEN" 2>&1 | tail -14
 fi
 # One report as a user sees it.
 python3 -m leaklab check tests/data/user_steps.py:grows --device cuda --attribute --steps 10 --quiet > "$OUT/user-report-cuda.txt" 2>&1
