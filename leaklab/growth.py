@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import gc
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,7 +55,11 @@ class Census:
 def _type_name(obj: Any) -> str:
     kind = type(obj)
     module = kind.__module__
-    return kind.__qualname__ if module in ("builtins", None) else f"{module}.{kind.__qualname__}"
+    if module in ("builtins", None):
+        return kind.__qualname__
+    # A script leaklab loaded is a module named leaklab_script_<stem>_<clock>: its stem says it.
+    script = re.fullmatch(r"leaklab_script_(.+)_\d+", module)
+    return f"{script.group(1) if script else module}.{kind.__qualname__}"
 
 
 def _thread_line(thread: threading.Thread) -> str:

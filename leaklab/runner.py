@@ -252,6 +252,7 @@ class _TimeLimit:
         self._previous: Any = None
         self._deadline: float | None = None
         self._children: set[int] = set()
+        self._done = threading.Event()  # the watchdog ends with the check: no thread of ours outlives it
 
     def __enter__(self) -> _TimeLimit:
         if self.seconds:
@@ -265,8 +266,7 @@ class _TimeLimit:
         raise StepTimeout(f"the step ran past its time limit of {self.seconds:g} s")
 
     def _watch(self) -> None:
-        while True:
-            time.sleep(0.5)
+        while not self._done.wait(0.5):
             deadline = self._deadline
             if deadline is not None and time.monotonic() > deadline:
                 stop_children(self._children, wait=0.0)
@@ -286,6 +286,7 @@ class _TimeLimit:
             self._deadline = None
 
     def __exit__(self, *exc: object) -> None:
+        self._done.set()
         if self.seconds:
             self.disarm()
             signal.signal(signal.SIGALRM, self._previous)

@@ -31,6 +31,8 @@ SHOWN = 3                           # entries named at most
 
 # What holds the growth, read from what the report names (naming, attribution, the autograd line).
 HOLDERS = ("autograd_history", "hook_dict", "cache", "container", "workers", "threads", "descriptors", "mappings")
+_RESOURCE_HOLDER = {"worker_memory": "workers", "shared_memory": "workers", "children": "workers", "threads": "threads",
+                    "open_fds": "descriptors", "mapped_files": "mappings", "mapped_file_bytes": "mappings"}
 # What is held, read from the type of what the holder gains.
 HELD = ("tensor", "module", "optimizer", "callable", "exception", "object")
 
@@ -105,14 +107,9 @@ def signature(report: Any) -> Signature | None:
     kind = KIND_OF.get(headline or "")
     texts += list(report.growth.get(kind, [])) if kind else []
     texts += [line for lines in report.growth.values() for line in lines]
-    holder = next((found for text in texts if (found := _holder_kind(text))), None)
-    if holder is None:
-        for name, kind_name in (("worker_memory", "workers"), ("shared_memory", "workers"), ("children", "workers"),
-                                ("threads", "threads"), ("open_fds", "descriptors"), ("mapped_files", "mappings"),
-                                ("mapped_file_bytes", "mappings")):
-            if name in growing:
-                holder = kind_name
-                break
+    # Where the leak lives in processes, threads, descriptors or mappings, that is its holder;
+    # otherwise what the naming, attribution and autograd lines say holds it.
+    holder = _RESOURCE_HOLDER.get(headline or "") or next((found for text in texts if (found := _holder_kind(text))), None)
     held = next((found for text in texts if (found := _held_kind(text))), None)
     if held is None and headline in ("cpu_tensors", "device_allocated"):
         held = "tensor"
@@ -141,10 +138,15 @@ def _known() -> dict[str, Any]:
 
 
 def similarity(a: Signature, b: Signature) -> float:
-    """How alike two signatures are, from 0 to 1: the parts both know, weighted by :data:`WEIGHTS`."""
+    """How alike two signatures are, from 0 to 1, weighted by :data:`WEIGHTS`: the resource a
+    leak lives in counts in full where both name it, half where it only grows in the other; a
+    part one of them knows and the other does not counts against them at half its weight."""
     score = total = 0.0
     total += WEIGHTS["headline"]
-    score += WEIGHTS["headline"] * (a.headline == b.headline)
+    if a.headline == b.headline:
+        score += WEIGHTS["headline"]
+    elif a.headline in b.grows or b.headline in a.grows:
+        score += WEIGHTS["headline"] / 2
     union = set(a.grows) | set(b.grows)
     total += WEIGHTS["resources"]
     score += WEIGHTS["resources"] * (len(set(a.grows) & set(b.grows)) / len(union) if union else 1.0)
@@ -156,6 +158,8 @@ def similarity(a: Signature, b: Signature) -> float:
         if mine is not None and theirs is not None:
             total += WEIGHTS[part]
             score += WEIGHTS[part] * (mine == theirs)
+        elif mine is not None or theirs is not None:
+            total += WEIGHTS[part] / 2
     total += WEIGHTS["garbage"]
     score += WEIGHTS["garbage"] * (a.garbage == b.garbage)
     if a.pattern and b.pattern:

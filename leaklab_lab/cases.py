@@ -25,7 +25,7 @@ from leaklab.resources import NAMES as RESOURCES
 from leaklab.resources import Resource, defaults, device_type
 from leaklab.resources import get as get_resource
 from leaklab.runner import RunOptions, run_isolated, run_script
-from leaklab.verdict import VERDICTS, decide, format_bytes
+from leaklab.verdict import VERDICTS, decide
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -284,7 +284,7 @@ def case_row(case: Case, leak: Report, fixes: list[Report]) -> dict[str, str]:
         "leak": leak.verdict,
         "fix": ",".join(fix.verdict for fix in fixes) or "-",
         "resource": leak.resource if growing else case.meta["resource"],
-        "per step": format_bytes(leak.per_step_bytes) if leak.verdict == "grows" else "-",
+        "per step": leak.resources[leak.resource].kind.format(leak.per_step_bytes) if leak.verdict == "grows" else "-",
         "line": f"{Path(site.filename).name}:{site.lineno}" + (f" ({site.held_by})" if site.held_by else "")
         if site else "-",
         "seed claim": case.meta["claim_status"],

@@ -207,6 +207,22 @@ def _benchmarks(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
             if name == "sensitivity":
                 out += _sensitivity(filename, document, summary)
                 continue
+            if name == "matching":
+                continue  # rendered under "From a leak to its catalog entry"
+            if name.startswith("check_cost"):
+                out += [f"### {name} ({_where(document)}, [{filename}](results/{filename}))", "",
+                        "Each command in a fresh interpreter, interleaved round by round; the check's own cost is its "
+                        "median over `import torch`'s.", "",
+                        "| command | median | quartiles | over `import torch` | verdict | time to verdict | measured steps |",
+                        "| --- | --- | --- | --- | --- | --- | --- |"]
+                for variant, row in summary.items():
+                    q1, q3 = row["quartiles_s"]
+                    verdict = row.get("verdict", "–")
+                    to_verdict = f"{row['seconds_to_verdict']:.2f} s" if row.get("seconds_to_verdict") else "–"
+                    out.append(f"| {variant} | {row['median_s']:.2f} s | {q1:.2f}–{q3:.2f} s | "
+                               f"{row['over_import_torch_s']:+.2f} s | {verdict} | {to_verdict} | {row.get('measured_steps', '–')} |")
+                out.append("")
+                continue
             if not all("ratio" in row for row in summary.values()):
                 out += [f"### {name} ({_where(document)}, [{filename}](results/{filename}))", "",
                         "| resource | one reading (median) |", "| --- | --- |"]

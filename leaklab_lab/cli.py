@@ -236,6 +236,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"results written to {args.results}", file=sys.stderr)
         return EXIT_OK
     measurements = {f"probe_overhead_{device}": lambda: timing.probe_overhead(device)}
+    measurements[f"check_cost_{device}"] = lambda: timing.check_cost(device)
     if device == "cuda":
         measurements["history_overhead_cuda"] = timing.history_overhead
         measurements["empty_cache_resnet18"] = timing.empty_cache_ratios
@@ -245,6 +246,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for name, measure in measurements.items():
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
         figures[name] = measure()
+        if name.startswith("check_cost"):
+            print(f"{name}:\n" + "\n".join(f"  {variant:28} {row['median_s']:.2f} s (+{row['over_import_torch_s']:.2f} s over "
+                                           f"import torch)" + (f", verdict in {row['seconds_to_verdict']:.2f} s after "
+                                           f"{row['measured_steps']} measured steps" if row.get('seconds_to_verdict') else "")
+                                           for variant, row in figures[name].items()) + "\n")
+            continue
         print(f"{name}:\n{timing.format_ratios(figures[name])}\n")
     costs = timing.probe_costs(device)
     print("one reading of each resource:", ", ".join(f"{k} {v['median_us']:.0f} µs" for k, v in costs.items()))

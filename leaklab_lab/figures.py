@@ -182,7 +182,7 @@ def _quantity(run: Report, quantity: str) -> str | None:
         return None
     if rest == "verdict":
         return result.verdict
-    return format_bytes(_BYTE_VALUES[rest](result))
+    return result.kind.format(_BYTE_VALUES[rest](result))  # bytes as bytes, fds as fds, threads as threads
 
 
 def one_line(text: str, limit: int = 240) -> str:

@@ -240,3 +240,44 @@ def history_overhead(blocks: int = 3, steps_per_block: int = 10) -> dict[str, di
             finally:
                 torch.cuda.memory._record_memory_history(enabled=None)
     return ratios(results, "history off")
+
+
+def check_cost(device: str, rounds: int = 5) -> dict[str, Any]:
+    """What a check costs beyond start-up: ``leaklab check`` of a bounded 1 ms step and of a step
+    leaking one quantum (4 B of tensor storage) a step, each in a fresh interpreter, against
+    ``python -c "import torch"``, interleaved round by round. The check's own cost is the
+    difference of the medians (its spread from the quartiles); the time to each verdict and the
+    steps it needed come from the checks' own reports."""
+    import json
+    import subprocess
+    import sys
+
+    from leaklab_lab.cases import ROOT
+
+    edges = ROOT / "tests" / "data" / "edge_steps.py"
+    commands = {
+        "import torch": [sys.executable, "-c", "import torch"],
+        "check, bounded 1 ms step": [sys.executable, "-m", "leaklab", "check", f"{edges}:sleeps_1ms", "--device", device,
+                                     "--json"],
+        "check, 4 B/step leak": [sys.executable, "-m", "leaklab", "check", f"{edges}:tensor_4b", "--device", device, "--json"],
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in commands}
+    reports: dict[str, dict[str, Any]] = {}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            started = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+            seconds[name].append(time.perf_counter() - started)
+            if done.stdout.strip().startswith("{"):
+                reports[name] = json.loads(done.stdout)
+    base = median(seconds["import torch"])
+    out: dict[str, Any] = {}
+    for name, values in seconds.items():
+        q1, _, q3 = quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+        row = {"median_s": median(values), "quartiles_s": [q1, q3], "over_import_torch_s": median(values) - base}
+        report = reports.get(name)
+        if report:
+            row.update(verdict=report["verdict"], seconds_to_verdict=report.get("seconds_to_verdict"),
+                       measured_steps=report["steps"] + report["confirmed_steps"] + report.get("long_pass_steps", 0))
+        out[name] = row
+    return out

@@ -55,9 +55,13 @@ def test_harness_page_is_not_stale():
 def test_a_hand_edit_of_either_generated_page_is_found_stale(tmp_path):
     for name in ("cases", "fixes", "results"):
         shutil.copytree(ROOT / name, tmp_path / name)
-    catalog, harness = write_pages(tmp_path)
-    assert (catalog, harness) == (tmp_path / "CATALOG.md", tmp_path / "docs" / "harness.md")
+    catalog, harness, signatures = write_pages(tmp_path)
+    assert (catalog, harness, signatures) == (tmp_path / "CATALOG.md", tmp_path / "docs" / "harness.md",
+                                              tmp_path / "leaklab" / "catalog_signatures.json")
     assert stale(tmp_path) == []
+    signatures.write_text(signatures.read_text().replace('"holder": "hook_dict"', '"holder": "cache"'))
+    assert stale(tmp_path) == [signatures], "the signatures the tool reads are checked like the pages"
+    write_pages(tmp_path)
     harness.write_text(harness.read_text().replace("## Resources watched", "## Resources (edited by hand)"))
     assert stale(tmp_path) == [harness]
     harness.unlink()

@@ -145,3 +145,17 @@ def test_a_step_that_cannot_run_through_the_long_pass_keeps_its_verdict_under_th
     assert report.error is None and report.verdict == BOUNDED, report.summary()
     assert report.long_pass_stopped.startswith("step ") and "StopIteration" in report.long_pass_stopped
     assert "the long pass stopped at step" in report.summary()
+
+
+def test_no_thread_of_the_check_outlives_it():
+    """The hard time limit's watchdog ends with the check (one was left per check, forever)."""
+    import threading
+    import time
+
+    from leaklab.runner import _TimeLimit
+
+    before = {t.ident for t in threading.enumerate()}
+    with _TimeLimit(30.0, hard=True):
+        assert any(t.name == "leaklab-watchdog" for t in threading.enumerate())
+    time.sleep(0.7)  # it looks every half second
+    assert not [t.name for t in threading.enumerate() if t.ident not in before]

@@ -22,6 +22,11 @@ def noop(device):
     return lambda: None
 
 
+def sleeps_1ms(device):
+    """A bounded step that takes 1 ms (what a check costs beyond the steps themselves)."""
+    return lambda: time.sleep(0.001)
+
+
 def bytes_512(device):
     return lambda: kept.append(bytes(512))  # 545 B: served by malloc, seen by host_heap (under its floor) and python_objects
 
