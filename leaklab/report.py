@@ -261,8 +261,7 @@ class Report:
         if self.uncertain:
             line += f"; uncertain: the confirmation pass changed {', '.join(self.uncertain)}"
         if self.crept:
-            line += (f"; {', '.join(self.crept)} rose steadily under its floor: "
-                     f"watched {self.long_pass_steps} more steps")
+            line += f"; {', '.join(self.crept)} watched {self.long_pass_steps} more steps (a long pass)"
         if self.long_pass_stopped:
             line += f"; the long pass stopped at {self.long_pass_stopped} (judged with the floor)"
         site = self.leak_site

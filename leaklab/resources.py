@@ -60,6 +60,8 @@ class Resource:
     optional: bool = False            # watched only when asked for (costly, or CPU tensors on CUDA)
     long_pass: bool = False           # a steady rise under the floor is watched through a long pass
                                       # (leaklab.verdict.creeps) rather than called bounded
+    long_growth: bool = False         # growth in this counter alone is watched through that long pass too,
+                                      # and must keep its rate through it (leaklab.verdict.confirm_creep)
 
     def format(self, value: float) -> str:
         if self.unit == "B":
@@ -254,7 +256,11 @@ PYTHON_OBJECTS = Resource(
     "python_objects", "blocks of Python's object allocator: every Python object (a small one is one block of "
     "pymalloc's pools, a larger one one malloc'd block)",
     "sys.getallocatedblocks(), after emptying the type attribute cache", ("cpu", "cuda"),
+    # Where it alone grows, a long pass decides: objects a dataset makes lazily per item (pathlib's
+    # cached strings, torch's cache of shared storages between its clean-ups) rise by blocks a step
+    # for a whole epoch, then stop or fall back; a leak keeps its rate.
     _python_objects, exact=False, quantum=1, floor=0.5, plateau_min=4096, budget=50_000_000, release_tolerance=None,
+    long_growth=True,
     # After the heap in the headline: a C library's cache keyed by a Python object (oneDNN's per
     # shape) grows both, by kilobytes of heap and a block of objects; a leak of Python objects
     # alone leaves the heap under its floor, and its naming line says what the objects are.

@@ -207,8 +207,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    import importlib.util
+
     from leaklab_lab import timing
     from leaklab_lab.results import write_results
+
+    if not (args.sensitivity or args.matching) and importlib.util.find_spec("torchvision") is None:
+        # before any figure is printed: the answer is one line
+        raise ModuleNotFoundError("No module named 'torchvision'", name="torchvision")
 
     device = _device(args.device)
     _check_outputs(files={"--results": args.results})
