@@ -67,3 +67,21 @@ def leaklab_tensor():
     import torch
 
     return torch.ones(1024)
+
+
+def test_a_watched_loop_names_what_grows_and_the_entry_it_resembles():
+    import threading
+
+    from leaklab.signature import load_entries
+
+    if not any(entry["slug"] == "threads_never_joined" for entry in load_entries()):
+        pytest.skip("no catalog signatures here")
+    stop = threading.Event()
+    with leaklab.watch(warmup=2, steps=30) as w:
+        for _ in range(30):
+            threading.Thread(target=stop.wait, daemon=True).start()
+            w.step()
+    stop.set()
+    assert w.report.resource == "threads" and w.report.verdict == "grows", w.report.summary()
+    assert w.report.resembles and w.report.resembles[0]["slug"] == "threads_never_joined"
+    assert "resembles threads_never_joined" in w.report.summary()
