@@ -206,11 +206,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_GROWS if fails else EXIT_OK
 
 
+def _bench_written(args: argparse.Namespace, device: str, benchmarks: dict[str, Any]) -> int:
+    """Keep a benchmark's figures in ``--results``, where asked for."""
+    from leaklab_lab.results import write_results
+
+    if args.results:
+        _write("results", args.results,
+               lambda: write_results(args.results, [], device, note=args.note, benchmarks=benchmarks))
+        print(f"results written to {args.results}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import importlib.util
 
     from leaklab_lab import timing
-    from leaklab_lab.results import write_results
 
     if not (args.sensitivity or args.matching) and importlib.util.find_spec("torchvision") is None:
         # before any figure is printed: the answer is one line
@@ -225,22 +235,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
         print(f"first suggestion of the right family: {summary['first']} of {summary['counted']}; "
               f"one of the first three: {summary['top3']} of {summary['counted']}")
-        if args.results:
-            _write("results", args.results,
-                   lambda: write_results(args.results, [], device, note=args.note, benchmarks={"matching": summary}))
-            print(f"results written to {args.results}", file=sys.stderr)
-        return EXIT_OK
+        return _bench_written(args, device, {"matching": summary})
     if args.sensitivity:
         from leaklab_lab.sensitivity import run_grid
 
         grid = run_grid(device, lambda name, report: print(f"{name:24} {report.summary()}", flush=True))
         print(f"leaks detected: {grid['leaks_detected']} of {grid['leaks']}; "
               f"false alarms: {grid['false_alarms']} of {grid['controls']} controls")
-        if args.results:
-            _write("results", args.results,
-                   lambda: write_results(args.results, [], device, note=args.note, benchmarks={"sensitivity": grid}))
-            print(f"results written to {args.results}", file=sys.stderr)
-        return EXIT_OK
+        return _bench_written(args, device, {"sensitivity": grid})
     measurements = {f"probe_overhead_{device}": lambda: timing.probe_overhead(device)}
     measurements[f"check_cost_{device}"] = lambda: timing.check_cost(device)
     if device == "cuda":
@@ -261,11 +263,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"{name}:\n{timing.format_ratios(figures[name])}\n")
     costs = timing.probe_costs(device)
     print("one reading of each resource:", ", ".join(f"{k} {v['median_us']:.0f} µs" for k, v in costs.items()))
-    if args.results:
-        _write("results", args.results,
-               lambda: write_results(args.results, [], device, note=args.note, benchmarks={**figures, "probe_costs": costs}))
-        print(f"results written to {args.results}", file=sys.stderr)
-    return EXIT_OK
+    return _bench_written(args, device, {**figures, "probe_costs": costs})
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
