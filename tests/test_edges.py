@@ -199,3 +199,12 @@ def test_sigterm_to_leaklab_stops_the_childrens_too(tmp_path):
     time.sleep(0.2)
     assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "601"]]
     assert os.path.exists(script)
+
+
+def test_python_objects_growing_alone_must_keep_its_rate_through_a_long_pass():
+    """A per-item cache that fills over a first epoch rises like a leak for the whole measured
+    series, then stops: the long pass says bounded. One object kept per step keeps its rate."""
+    filled = verdicts("per_item_cache_fills")
+    assert filled.crept == ["python_objects"] and filled.verdict == "bounded", filled.summary()
+    kept = verdicts("bytes_256")
+    assert kept.crept == ["python_objects"] and kept.verdict == "grows", kept.summary()

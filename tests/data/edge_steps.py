@@ -359,6 +359,20 @@ def thread_pool_reused(device):
     return step
 
 
+def per_item_cache_fills(device):
+    """Bounded: a dataset that makes one small object per new item, for its first 60 items, then
+    none (a cache filled lazily over a first epoch)."""
+    made = {}
+    calls = [0]
+
+    def step():
+        calls[0] += 1
+        if calls[0] <= 60:
+            made[calls[0]] = (calls[0], "item")
+
+    return step
+
+
 def factory_fails(device):
     raise RuntimeError("no data here")
 
