@@ -28,15 +28,13 @@ from leaklab.measure import file_mappings
 # threads, descriptors, mappings.
 KIND_OF = {"python_objects": "objects", "cpu_tensors": "objects", "device_allocated": "objects", "host_heap": "objects",
            "threads": "threads", "open_fds": "descriptors", "mapped_files": "mappings", "mapped_file_bytes": "mappings"}
-NAMEABLE = frozenset(KIND_OF)
+# Lines kept per kind.
+MAX_LINES = 3
 
 
 def kinds(resources: set[str]) -> set[str]:
     """What to take a census of, to name the growth of ``resources``."""
     return {KIND_OF[name] for name in resources if name in KIND_OF}
-# Lines kept per kind.
-MAX_LINES = 3
-_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict)
 
 
 @dataclass
@@ -46,6 +44,7 @@ class Census:
     types: collections.Counter[str] = field(default_factory=collections.Counter)   # objects made since the baseline
     sizes: dict[str, int] = field(default_factory=dict)                # container reachable from the step -> len
     containers: dict[str, Any] = field(default_factory=dict)           # path -> the container
+    graphs: dict[str, int] = field(default_factory=dict)               # path -> autograd nodes of a reachable tensor
     threads: dict[int, str] = field(default_factory=dict)             # ident -> "name running target"
     native_threads: collections.Counter[str] = field(default_factory=collections.Counter)
     fds: dict[int, str] = field(default_factory=dict)                 # fd -> what it points to
@@ -98,19 +97,27 @@ def _fd_targets() -> dict[int, str]:
     return found
 
 
-def take(what: set[str], step: Callable[[], Any] | None = None) -> Census:
+def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = True) -> Census:
     """A census of ``what`` (see :func:`kinds`); only what it names is read. ``step``: the step
-    whose reachable containers are measured (for ``objects``)."""
-    from leaklab.attribution import reachable_tensors
+    whose reachable containers and autograd graphs are measured (for ``objects``), in one walk.
+    The walk makes Python wrappers of autograd nodes, which must not count as the step's: the
+    ``first`` census walks before counting the types, the second after."""
+    from leaklab.attribution import graph_sizes, reachable_tensors
 
     census = Census()
     if "objects" in what:
+        def walk() -> None:
+            if step is not None:
+                census.graphs = graph_sizes(reachable_tensors(step, containers=census.containers))
+                census.sizes = {path: len(container) for path, container in census.containers.items()}
+
+        if first:
+            walk()
         gc.collect()
         for obj in gc.get_objects():  # the frozen baseline is not listed: only what came since
             census.types[_type_name(obj)] += 1
-        if step is not None:
-            reachable_tensors(step, containers=census.containers)
-            census.sizes = {path: len(container) for path, container in census.containers.items()}
+        if not first:
+            walk()
     if "threads" in what:
         census.threads = {t.ident: _thread_line(t) for t in threading.enumerate() if t.ident is not None}
         census.native_threads = _native_threads()
@@ -202,4 +209,4 @@ def _describe(obj: Any) -> str:
     return f"a {_type_name(obj)}"
 
 
-__all__ = ["KIND_OF", "NAMEABLE", "Census", "growth", "kinds", "take"]
+__all__ = ["KIND_OF", "Census", "growth", "kinds", "take"]

@@ -471,9 +471,6 @@ def _name_growth(step: Step, probe: Probe, report: Report, trends: dict[str, Any
         return done
     _enter(report, "naming")
     probe.prune()
-    # The graph walk makes Python wrappers of autograd nodes: walked before the first census
-    # and after the second, so that they are not counted as the step's.
-    graphs = attribution.graph_sizes(attribution.reachable_tensors(step)) if "objects" in what else {}
     census = growth.take(what, step)
     for i in range(NAMING_STEPS):
         report.failed_step = done + i
@@ -482,10 +479,11 @@ def _name_growth(step: Step, probe: Probe, report: Report, trends: dict[str, Any
         limit.disarm()
     report.failed_step = None
     probe.prune()
-    report.growth = growth.growth(census, growth.take(what, step), NAMING_STEPS, what)
+    after = growth.take(what, step, first=False)
+    report.growth = growth.growth(census, after, NAMING_STEPS, what)
     if "objects" in what and report.history is None:
-        report.history = attribution.autograd_history(attribution.graph_sizes(attribution.reachable_tensors(step)),
-                                                      graphs, NAMING_STEPS)
+        report.history = attribution.autograd_history(after.graphs, census.graphs, NAMING_STEPS)
+    del census, after
     _enter(report, None)
     return done + NAMING_STEPS
 

@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from leaklab import resources as known
 from leaklab.verdict import GROWS, PLATEAU
 
 SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")
@@ -93,7 +94,7 @@ def signature(report: Any) -> Signature | None:
     if report.verdict not in (GROWS, PLATEAU):
         return None
     growing = {name: result for name, result in report.resources.items()
-               if result.verdict == report.verdict and (name not in _known() or _known()[name].judged)}
+               if result.verdict == report.verdict and (name not in known.BY_NAME or known.BY_NAME[name].judged)}
     rates = {name: round(math.log10(max(abs(result.per_step_bytes), 1e-3)), 2) for name, result in growing.items()}
     headline = report.resource
     texts = []
@@ -128,13 +129,6 @@ def _pattern(report: Any, headline: str | None) -> str | None:
     moves = [b - a for a, b in zip(samples, samples[1:], strict=False)]
     rising = sum(move > 0 for move in moves)
     return "steady" if moves and rising >= 0.7 * len(moves) else "periodic"
-
-
-@cache
-def _known() -> dict[str, Any]:
-    from leaklab import resources
-
-    return dict(resources.BY_NAME)
 
 
 def similarity(a: Signature, b: Signature) -> float:
@@ -183,10 +177,23 @@ class Resemblance:
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "link": self.link}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Resemblance:
+        return cls(data["slug"], data["title"], data["family"], data["fix"], data["score"])
+
 
 def load_entries(path: Path = SIGNATURES_PATH) -> list[dict[str, Any]]:
     """The catalog's entries with their signatures; none where the file is missing or unreadable
-    (an installed tool without the catalog's data answers without resemblances)."""
+    (an installed tool without the catalog's data answers without resemblances). Read once per
+    version of the file, not once per run."""
+    try:
+        return _entries(path, path.stat().st_mtime_ns)
+    except OSError:
+        return []
+
+
+@cache
+def _entries(path: Path, version: int) -> list[dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
         return [entry for entry in data["entries"] if isinstance(entry, dict) and "signature" in entry]

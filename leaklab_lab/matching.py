@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from leaklab.report import Report
 from leaklab.runner import RunOptions, load_script, run_script
-from leaklab.signature import SIGNATURES_PATH, resemble, signature
+from leaklab.signature import Resemblance, Signature, resemble, signature
 from leaklab_lab.cases import ROOT, Case
 from leaklab_lab.figures import FIGURE_SOURCES
 from leaklab_lab.results import case_runs, role_of
@@ -72,8 +71,6 @@ def leave_one_out(entries: list[dict[str, Any]], device: str) -> dict[str, Any]:
         if entry["device"] != device:
             continue
         siblings = {e["slug"] for e in entries if e["family"] == entry["family"] and e["slug"] != entry["slug"]}
-        from leaklab.signature import Signature
-
         found = resemble(Signature.from_json(entry["signature"]), entries, device=device, exclude=entry["slug"],
                          shown=SHOWN)
         first, any_of_three = _hits(entry["family"], found)
@@ -98,8 +95,8 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
     rows = {}
     for name, family in families.items():
         report: Report = run_script(FRESH_STEPS, name, device, RunOptions())
-        found = [s for s in (resemble(signature(report), entries, device=device, shown=SHOWN) if entries is not None
-                             else [_from_json(r) for r in report.resembles or []])]
+        found = (resemble(signature(report), entries, device=device, shown=SHOWN) if entries is not None
+                 else [Resemblance.from_json(r) for r in report.resembles or []])
         first, any_of_three = _hits(family, found)
         rows[name] = {"family": family, "verdict": report.verdict, "summary": report.summary(),
                       "signature": report.signature, "device": device,
@@ -112,8 +109,6 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
 def rematch(summary: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
     """The held-out steps' committed signatures matched again against ``entries`` (the catalog as
     it is now), so that the rates rendered always describe the catalog that ships."""
-    from leaklab.signature import Signature
-
     rows = {}
     for name, row in summary["rows"].items():
         mine = Signature.from_json(row["signature"]) if row.get("signature") else None
@@ -122,18 +117,6 @@ def rematch(summary: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str,
         rows[name] = {**row, "suggested": [[s.slug, s.family, s.score] for s in found], "first": first,
                       "top3": any_of_three}
     return _rates(rows)
-
-
-def _from_json(data: dict[str, Any]) -> Any:
-    from leaklab.signature import Resemblance
-
-    return Resemblance(data["slug"], data["title"], data["family"], data["fix"], data["score"])
-
-
-def load_entries(path: Path = SIGNATURES_PATH) -> list[dict[str, Any]]:
-    from leaklab.signature import load_entries as load
-
-    return load(path)
 
 
 __all__ = ["catalog_signatures", "fix_line", "fresh_steps", "leave_one_out", "rematch", "signatures_text"]
