@@ -19,10 +19,13 @@ The run, in order:
    continues the series and the verdict is decided again on all of it; a resource whose verdict
    changed is reported as uncertain. Where nothing grows but a noisy series crept up under its
    floor (:func:`leaklab.verdict.creeps`), a long pass continues that series alone, and it is
-   decided without its floor (:func:`leaklab.verdict.confirm_creep`);
-6. where Python objects, threads, descriptors or file mappings grow, a few extra steps between
-   two censuses name what grows (:mod:`leaklab.growth`); optionally, a few extra steps with
-   allocation sites recorded (attribution);
+   decided without its floor (:func:`leaklab.verdict.confirm_creep`); the pass ends early once
+   the series can no longer be called growing (:func:`leaklab.verdict.stalled`), and it runs
+   without the CPU tensor counter where it does not read it;
+6. optionally, a few extra steps with allocation sites recorded (attribution); where Python
+   objects, threads, descriptors or file mappings grow, what grows is named from two censuses
+   (:mod:`leaklab.growth`) taken around the confirmation pass, or around a few extra steps where
+   the growth was not seen before it;
 7. the step dropped, garbage collected, and what stayed behind and which child processes are
    still running are reported; those children are terminated.
 
@@ -57,6 +60,7 @@ from leaklab.report import Report, ResourceResult
 from leaklab.verdict import (
     BOUNDED,
     CREEP_PASS,
+    CREEP_WINDOW,
     GROWS,
     confirm,
     confirm_creep,
@@ -64,6 +68,7 @@ from leaklab.verdict import (
     decide,
     decide_truncated,
     one_jump,
+    stalled,
 )
 
 Step = Callable[[], Any]
@@ -348,6 +353,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
         built = probe.sample()
         watcher = None
         trends: dict[str, Any] = {}
+        censuses = None
         done = 0
         try:
             # Warm-up runs through the very loop the measured steps use, read for the budget only,
@@ -381,10 +387,16 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             first, start = trends, series.count - 1
             if options.confirm and not report.stopped_by_budget and (_needs_confirmation(trends) or crept):
                 _enter(report, "confirmation")
-                # What the decision itself keeps alive (a few Python objects) must not read as a
-                # step of the series: the readings go on from where the series stopped.
+                # What already grows is named over the confirmation's own steps, between two
+                # censuses, instead of over extra steps after the verdict (see _name_growth).
+                censuses = _Censuses(growth.kinds(_growing(trends)), options.confirm_steps)
+                censuses.before = censuses.take(step, probe)
+                # What the decision itself keeps alive (a few Python objects, a census) must not read
+                # as a step of the series: the readings go on from where the series stopped.
                 done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done,
                                 start=CONTINUE)
+                if censuses.before is not None:
+                    censuses.after = censuses.take(step, probe, first=False)
                 trends = _decide(series, watched, report)
                 if not report.stopped_by_budget:
                     trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
@@ -399,7 +411,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             longer = (crept if not _grows(trends) else _growing_alone(trends)) if not report.stopped_by_budget else []
             if options.confirm and longer:
                 _enter(report, "long pass")
-                extended, done = _long_pass(step, probe, series, longer, options, budget, built, limit, report, done)
+                extended, done = _long_pass(step, probe, series, longer, start, options, budget, built, limit, report, done)
                 if not report.long_pass_stopped:
                     for name in longer:
                         values = extended[name]
@@ -437,7 +449,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             report.sites, report.history = attribution.finish(watcher, probe, step)
         if report.error is None and not report.stopped_by_budget:
             try:
-                done = _name_growth(step, probe, report, trends, limit, done)
+                done = _name_growth(step, probe, report, trends, limit, done, censuses)
             except KeyboardInterrupt as exc:
                 limit.disarm()
                 report.error = _failure(exc)
@@ -450,6 +462,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 report.failed_step = None
                 report.growth = {}
             _enter(report, "release", stage=False)
+        censuses = None  # they hold the step's containers: they go with the step
         del step
         probe.settle(clear_workspaces=True)
         after = probe.sample()
@@ -462,30 +475,57 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
     _enter(report, None, stage=False)
 
 
-def _name_growth(step: Step, probe: Probe, report: Report, trends: dict[str, Any], limit: _TimeLimit, done: int) -> int:
-    """Where Python objects, tensors, threads, descriptors or mappings grow, name what grows: a
-    census, a few extra steps, a census again (:mod:`leaklab.growth`), after attribution so that
-    attribution watches the steps right after the series, as it always has. Returns the steps run."""
-    what = growth.kinds({name for name, trend in trends.items() if known.get(name).judged and trend.verdict == GROWS})
+@dataclass
+class _Censuses:
+    """Two censuses of what grows (:mod:`leaklab.growth`) around a run of ``steps`` steps."""
+
+    what: set[str]
+    steps: int
+    before: growth.Census | None = None
+    after: growth.Census | None = None
+
+    def take(self, step: Step, probe: Probe, first: bool = True) -> growth.Census | None:
+        """A census, or None where nothing is to be named or it could not be taken (the naming is
+        ours, not asked for: it never fails a run)."""
+        if not self.what:
+            return None
+        probe.prune()
+        try:
+            return growth.take(self.what, step, first=first)
+        except Exception:  # noqa: BLE001 - a user object that cannot be measured leaves the growth unnamed
+            return None
+
+    def cover(self, what: set[str]) -> bool:
+        return self.after is not None and self.before is not None and what <= self.what
+
+
+def _name_growth(step: Step, probe: Probe, report: Report, trends: dict[str, Any], limit: _TimeLimit, done: int,
+                 censuses: _Censuses | None = None) -> int:
+    """Where Python objects, tensors, threads, descriptors or mappings grow, name what grows from
+    two censuses: those taken around the confirmation pass where they cover what grows (no step
+    is added), or else a census, a few extra steps, a census again, after attribution so that
+    attribution watches the steps right after the series. Returns the steps run."""
+    what = growth.kinds(_growing(trends))
     if not what:
         return done
     _enter(report, "naming")
-    probe.prune()
-    census = growth.take(what, step)
-    for i in range(NAMING_STEPS):
-        report.failed_step = done + i
-        limit.arm()
-        _call_step(step)
-        limit.disarm()
-    report.failed_step = None
-    probe.prune()
-    after = growth.take(what, step, first=False)
-    report.growth = growth.growth(census, after, NAMING_STEPS, what)
-    if "objects" in what and report.history is None:
-        report.history = attribution.autograd_history(after.graphs, census.graphs, NAMING_STEPS)
-    del census, after
+    if censuses is None or not censuses.cover(what):
+        censuses = _Censuses(what, NAMING_STEPS)
+        censuses.before = censuses.take(step, probe)
+        for i in range(NAMING_STEPS):
+            report.failed_step = done + i
+            limit.arm()
+            _call_step(step)
+            limit.disarm()
+        done += NAMING_STEPS
+        report.failed_step = None
+        censuses.after = censuses.take(step, probe, first=False)
+    if censuses.cover(what):
+        report.growth = growth.growth(censuses.before, censuses.after, censuses.steps, what)
+        if "objects" in what and report.history is None:
+            report.history = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs, censuses.steps)
     _enter(report, None)
-    return done + NAMING_STEPS
+    return done
 
 
 def _enter(report: Report, phase: str | None, stage: bool = True) -> None:
@@ -575,6 +615,10 @@ def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report
     return trends
 
 
+def _growing(trends: dict[str, Any]) -> set[str]:
+    return {name for name, trend in trends.items() if known.get(name).judged and trend.verdict == GROWS}
+
+
 def _grows(trends: dict[str, Any]) -> bool:
     return any(known.get(name).judged and trend.verdict == GROWS for name, trend in trends.items())
 
@@ -594,26 +638,33 @@ def _growing_alone(trends: dict[str, Any]) -> list[str]:
     return growing if growing and all(known.get(name).long_growth for name in growing) else []
 
 
-def _long_pass(step: Step, probe: Probe, series: _Series, crept: list[str], options: RunOptions,
+def _long_pass(step: Step, probe: Probe, series: _Series, crept: list[str], since: int, options: RunOptions,
                budget: dict[str, int | None], built: dict[str, int], limit: _TimeLimit, report: Report,
                done: int) -> tuple[dict[str, list[int]], int]:
     """The creeping series continued for :attr:`RunOptions.creep_steps` more steps, reading only
     them (the other resources were decided, and a DataLoader's workers cost milliseconds a
-    reading); returns each one's whole series and the steps run. A step that cannot run that
+    reading), or until every one of them stalled (:func:`leaklab.verdict.stalled`, counted from
+    reading ``since``, as :func:`leaklab.verdict.confirm_creep` counts); returns each one's whole
+    series and the steps run. A step that cannot run that
     long (a finite iterator) ends the pass: it is ours, not asked for, and the creep keeps its
     verdict under the floor."""
     light = _Series(tuple(crept), options.creep_steps + 1)
     last = series.last()
-    start = probe.sample(crept)
-    light.shift = {name: start[name] - last[name] for name in crept}  # go on from where the series stopped
-    try:
-        done = _measure(step, probe, light, options, options.creep_steps, budget, built, limit, report, done,
-                        only=crept)
-    except (Exception, SystemExit, StepTimeout) as exc:
-        limit.disarm()
-        report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
-        done = report.failed_step
-        del exc
+    with probe.tensors_unread(crept):
+        start = probe.sample(crept)
+        light.shift = {name: start[name] - last[name] for name in crept}  # go on from where the series stopped
+        try:
+            # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
+            while light.count < options.creep_steps and not report.stopped_by_budget:
+                count = min(CREEP_WINDOW, options.creep_steps - light.count)
+                done = _measure(step, probe, light, options, count, budget, built, limit, report, done, only=crept)
+                if all(stalled(series.series(name)[since:] + light.series(name)) for name in crept):
+                    break
+        except (Exception, SystemExit, StepTimeout) as exc:
+            limit.disarm()
+            report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
+            done = report.failed_step
+            del exc
     report.long_pass_steps = light.count
     return {name: series.series(name) + light.series(name) for name in crept}, done
 

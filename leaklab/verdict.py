@@ -229,9 +229,15 @@ def confirm_creep(first: Trend, extended: Trend, continued: list[float]) -> Tren
     rate = theil_sen_slope(continued)
     half = len(continued) // 2
     early, late = theil_sen_slope(continued[:half + 1]), theil_sen_slope(continued[half:])
-    throughout = all(b - a > 0 for a, b in zip(continued, continued[CREEP_WINDOW:], strict=False))
-    held = rate >= SLOWING * first.per_step_bytes and late >= CREEP_HELD * early and throughout
+    held = rate >= SLOWING * first.per_step_bytes and late >= CREEP_HELD * early and not stalled(continued)
     return extended if held else _settled(extended, rate)
+
+
+def stalled(continued: list[float]) -> bool:
+    """Whether some run of :data:`CREEP_WINDOW` steps of a long pass did not rise. Once true it
+    stays true, and :func:`confirm_creep` can no longer call the series growing: the runner ends
+    the long pass there (a saw-tooth's pass stops at its first fall, not after hundreds of steps)."""
+    return any(b - a <= 0 for a, b in zip(continued, continued[CREEP_WINDOW:], strict=False))
 
 
 def decide_truncated(samples: list[float], resource: Resource) -> Trend:

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from leaklab.runner import NAMING_STEPS, RunOptions, run_factory
+from leaklab.runner import RunOptions, run_factory
 from leaklab.verdict import BOUNDED, GROWS, MiB
 
 kept_forever = []
@@ -41,10 +41,11 @@ def test_memory_a_step_leaves_behind_is_reported():
     report = run_factory(factory, "cpu", RunOptions(steps=4, warmup=1, resources=("cpu_tensors",)))
     kept_forever.clear()
     assert not report.released
-    # 1 warm-up step, 4 measured, the confirmation pass (the growth is confirmed before it is reported)
-    # and the steps that name what grows
-    assert report.leftover["cpu_tensors"] == (1 + 4 + report.confirmed_steps + NAMING_STEPS) * 256 * 1024
+    # 1 warm-up step, 4 measured, the confirmation pass (the growth is confirmed before it is
+    # reported); what grows is named over the confirmation's steps, no step is added for it
+    assert report.leftover["cpu_tensors"] == (1 + 4 + report.confirmed_steps) * 256 * 1024
     assert report.confirmed_steps == 5
+    assert report.growth["objects"][0].startswith("+1 torch.Tensor/step in kept_forever"), report.growth
 
 
 def test_a_child_process_left_running_is_counted():
@@ -138,6 +139,29 @@ def test_a_heap_sawtooth_under_the_floor_is_bounded_after_the_long_pass():
     report = _heap_run(224, release_every=36)
     assert report.crept == ["host_heap"], report.summary()
     assert report.verdict == BOUNDED, report.summary()
+    # The pass ends at the first ten steps that did not rise: nothing after them can make it grow.
+    assert report.long_pass_steps < RunOptions().creep_steps // 2, report.long_pass_steps
+
+
+def test_a_long_pass_that_reads_no_tensors_runs_without_the_tensor_counter():
+    """The long pass of Python objects kept alone does not pay the counter's dispatch mode."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    modes, kept = [], []
+
+    def factory(device):
+        def step():
+            torch.ones(4).add_(1)
+            modes.append(_get_current_dispatch_mode() is not None)
+            kept.append(bytes(256))
+
+        return step
+
+    report = run_factory(factory, "cpu")
+    assert report.crept == ["python_objects"] and report.long_pass_steps > 0, report.summary()
+    uncounted = "".join("x" if mode else "." for mode in modes).strip("x")  # the long pass, between counted steps
+    assert uncounted == "." * report.long_pass_steps, "".join("x" if mode else "." for mode in modes)
+    assert report.verdict == GROWS and report.resource == "python_objects", report.summary()
 
 
 def test_a_step_that_cannot_run_through_the_long_pass_keeps_its_verdict_under_the_floor():
