@@ -60,9 +60,36 @@ def worker_device(config: pytest.Config, device: str) -> str:
     return device
 
 
+@pytest.hookimpl
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Under pytest-xdist (``-n N``), the tests of one case on one device go to one worker
+    (``--dist loadgroup``, unless a ``--dist`` was asked for): its leak, fix and attribution tests
+    then share one run of each script, as they do in a serial session, instead of each worker
+    running it again (the costliest case ran twice, on two workers, under ``-n 4``)."""
+    asked = any(str(arg).startswith(("--dist", "-d")) for arg in config.invocation_params.args)
+    if getattr(config.option, "dist", "no") == "load" and not asked:
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's workers parse the command line afresh (plain ``load``): tell them of the groups."""
+    node.workerinput["leaklab_loadgroup"] = node.config.option.dist == "loadgroup"
+
+
+def case_marks(case: Case, device: str) -> list[pytest.MarkDecorator]:
+    """The marks of a test of ``case`` on ``device``: its markers and its xdist group."""
+    return [getattr(pytest.mark, name) for name in case.markers(device)] + [
+        pytest.mark.xdist_group(f"{case.slug}-{device}")]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for line in marks.MARKERS.values():
         config.addinivalue_line("markers", line)
+    if getattr(config, "workerinput", {}).get("leaklab_loadgroup"):
+        config.option.loadgroup = True  # read by xdist's worker when it names the tests' groups
+    if not config.pluginmanager.hasplugin("xdist"):
+        config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's grouping, inert without it")
     config.stash[_STATE] = LabState()
     path = config.getoption("--leaklab-results")
     if path and not is_worker(config):

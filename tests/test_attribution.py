@@ -9,6 +9,7 @@ leak. The catalog's hit rate (CATALOG.md, What the suite measured) uses the same
 import pytest
 
 from leaklab_lab.cases import discover
+from leaklab_lab.plugin import case_marks
 
 TENSOR_RESOURCES = {"cpu_tensors": "cpu", "device_allocated": "cuda"}
 DEVICE_RESOURCE = {device: resource for resource, device in TENSOR_RESOURCES.items()}
@@ -36,7 +37,7 @@ def _params():
         for device in case.devices:
             if case.expected(device, "leak").get(DEVICE_RESOURCE[device]) not in ("grows", "plateau"):
                 continue  # a host-heap leak or a retention: its report names the autograd history instead
-            marks = [getattr(pytest.mark, name) for name in case.markers(device)]
+            marks = case_marks(case, device)
             if (case.slug, device) in KNOWN_MISSES:
                 marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[case.slug, device]))
             yield pytest.param(case, device, id=f"{case.slug}-{device}", marks=marks)

@@ -4,6 +4,7 @@ assertion fails on the other twin (a mutation check that needs no extra run)."""
 import pytest
 
 from leaklab_lab.cases import discover, mismatches
+from leaklab_lab.plugin import case_marks
 
 CASES = discover()
 
@@ -11,7 +12,7 @@ CASES = discover()
 def _params():
     for case in CASES:
         for device in case.devices:
-            marks = [getattr(pytest.mark, name) for name in case.markers(device)]
+            marks = case_marks(case, device)
             for role in ("leak", "fix"):
                 for script in case.scripts(role):
                     label = script.stem if script.stem != case.slug else role

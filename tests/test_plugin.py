@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from importlib.metadata import entry_points
 
 import pytest
@@ -82,13 +83,14 @@ LAB_TESTS = '''
 import pytest
 from pathlib import Path
 from leaklab_lab.cases import load_case
+from leaklab_lab.plugin import case_marks
 
 CASE = load_case(Path({root!r}) / "cases" / "loss_accumulation.toml")
 
 @pytest.mark.parametrize(("case", "device", "role", "script"), [
-    (CASE, "cpu", "leak", CASE.leak),
-    (CASE, "cpu", "fix", CASE.fixes[0]),
-    pytest.param(CASE, "cuda", "leak", CASE.leak, marks=pytest.mark.cuda),
+    pytest.param(CASE, "cpu", "leak", CASE.leak, marks=case_marks(CASE, "cpu")),
+    pytest.param(CASE, "cpu", "fix", CASE.fixes[0], marks=case_marks(CASE, "cpu")),
+    pytest.param(CASE, "cuda", "leak", CASE.leak, marks=case_marks(CASE, "cuda")),
 ])
 def test_case(case, device, role, script, lab):
     lab.expect(lab.case_report(case, role, device, script), case.expected(device, role))
@@ -111,7 +113,7 @@ def test_xdist_workers_parts_make_one_results_file_and_one_table(pytester, tmp_p
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import this checkout's leaklab_lab
     pytester.makepyfile(test_user=USER_TESTS, test_lab=LAB_TESTS.format(root=str(ROOT)))
     out = tmp_path / "results.json"
-    result = pytester.runpytest_subprocess("-p", "leaklab_lab.plugin", "-p", "no:cacheprovider", "-n", "2",
+    result = pytester.runpytest_subprocess("-p", "leaklab_lab.plugin", "-p", "no:cacheprovider", "-n", "2", "-v",
                                            "-k", "passes or test_case", f"--leaklab-results={out}")
     import torch
 
@@ -126,6 +128,9 @@ def test_xdist_workers_parts_make_one_results_file_and_one_table(pytester, tmp_p
     text = result.stdout.str()
     assert text.count("leaklab: what each case did here") == 1
     result.stdout.fnmatch_lines(["loss_accumulation*cpu*grows*bounded*"])
+    # One case's tests on one device go to one worker (xdist's loadgroup), which runs each script once.
+    workers = set(re.findall(r"\[(gw\d)\].*PASSED .*test_case\[.*cpu.*\]@loss_accumulation-cpu", text))
+    assert len(workers) == 1, text
 
 
 def test_a_results_write_cut_by_a_file_size_limit_keeps_the_old_file_and_fails_the_session(pytester, tmp_path):
