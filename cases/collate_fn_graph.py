@@ -45,7 +45,7 @@ def make_step(device: str):
     optimizer = torch.optim.SGD(head.parameters(), lr=0.05)
     criterion = nn.CrossEntropyLoss()
     loader = DataLoader(Reviews(), batch_size=32, shuffle=True, num_workers=2, collate_fn=make_collate(pretrained),
-                        timeout=5, multiprocessing_context="fork")
+                        timeout=3, multiprocessing_context="fork")
 
     def forever():
         while True:

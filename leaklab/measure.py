@@ -11,7 +11,6 @@ and descriptors. :mod:`leaklab.resources` says what each resource is.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -20,7 +19,7 @@ import multiprocessing
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -654,22 +653,6 @@ class Probe:
         if self._resets_peak:
             torch.cuda.reset_peak_memory_stats(self.device)
         return readings
-
-    @contextlib.contextmanager
-    def tensors_unread(self, only: list[str]) -> Iterator[None]:
-        """Count no CPU tensors while only ``only`` is read: the counter's dispatch mode costs
-        every operator a trip through Python (a step of many small operators ran 4x slower under
-        it, measured), which a long pass of hundreds of steps that does not read it need not pay.
-        Storages it already counts are still dropped when they die; those made meanwhile are not
-        counted, as if made before the check."""
-        if self.tensors is None or {"cpu_tensors", "cpu_tensors_peak"} & set(only):
-            yield
-            return
-        self.tensors.__exit__(None, None, None)
-        try:
-            yield
-        finally:
-            self.tensors.__enter__()
 
     def prune(self) -> None:
         """Drop the tensor counter's dead storages where it is not read: unread, they would pile

@@ -20,8 +20,7 @@ The run, in order:
    changed is reported as uncertain. Where nothing grows but a noisy series crept up under its
    floor (:func:`leaklab.verdict.creeps`), a long pass continues that series alone, and it is
    decided without its floor (:func:`leaklab.verdict.confirm_creep`); the pass ends early once
-   the series can no longer be called growing (:func:`leaklab.verdict.stalled`), and it runs
-   without the CPU tensor counter where it does not read it;
+   the series can no longer be called growing (:func:`leaklab.verdict.stalled`);
 6. optionally, a few extra steps with allocation sites recorded (attribution); where Python
    objects, threads, descriptors or file mappings grow, what grows is named from two censuses
    (:mod:`leaklab.growth`) taken around the confirmation pass, or around a few extra steps where
@@ -650,21 +649,20 @@ def _long_pass(step: Step, probe: Probe, series: _Series, crept: list[str], sinc
     verdict under the floor."""
     light = _Series(tuple(crept), options.creep_steps + 1)
     last = series.last()
-    with probe.tensors_unread(crept):
-        start = probe.sample(crept)
-        light.shift = {name: start[name] - last[name] for name in crept}  # go on from where the series stopped
-        try:
-            # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
-            while light.count < options.creep_steps and not report.stopped_by_budget:
-                count = min(CREEP_WINDOW, options.creep_steps - light.count)
-                done = _measure(step, probe, light, options, count, budget, built, limit, report, done, only=crept)
-                if all(stalled(series.series(name)[since:] + light.series(name)) for name in crept):
-                    break
-        except (Exception, SystemExit, StepTimeout) as exc:
-            limit.disarm()
-            report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
-            done = report.failed_step
-            del exc
+    start = probe.sample(crept)
+    light.shift = {name: start[name] - last[name] for name in crept}  # go on from where the series stopped
+    try:
+        # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
+        while light.count < options.creep_steps and not report.stopped_by_budget:
+            count = min(CREEP_WINDOW, options.creep_steps - light.count)
+            done = _measure(step, probe, light, options, count, budget, built, limit, report, done, only=crept)
+            if all(stalled(series.series(name)[since:] + light.series(name)) for name in crept):
+                break
+    except (Exception, SystemExit, StepTimeout) as exc:
+        limit.disarm()
+        report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
+        done = report.failed_step
+        del exc
     report.long_pass_steps = light.count
     return {name: series.series(name) + light.series(name) for name in crept}, done
 

@@ -30,6 +30,12 @@ def _tolerance(value: str) -> float:
     return number
 
 
+def _jobs(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, not {value!r}")
+    return int(value)
+
+
 def _check_outputs(files: dict[str, str | None] | None = None, folders: dict[str, str | None] | None = None) -> None:
     """Every output path (by its option), checked before any work is done: exit 2 at once."""
     checks = [(option, path, check_writable) for option, path in (files or {}).items()]
@@ -79,6 +85,9 @@ def register(commands: Any) -> None:
     run.add_argument("--plot-dir", metavar="DIR", help="draw every case's curves to DIR/<case>-<device>.png")
     run.add_argument("--attribute", action="store_true", help="attribute each leak to a source line")
     run.add_argument("--note", default="", help="where and why this run was made, stored in the results file")
+    run.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                     help="cases run side by side in N worker processes, each with its own counters "
+                          "(default: one per core, at most 4; 1 runs them here, one after another)")
     run.add_argument("--slow", action="store_true",
                      help="also run the cases marked slow (fresh interpreters, multi-process jobs; a minute or more "
                           "each here), as `pytest -m slow` does; a case named on the command line always runs")
@@ -120,6 +129,7 @@ def _device(choice: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from leaklab.report import report_from_json
     from leaklab_lab.cases import (
         CaseError,
         case_row,
@@ -127,10 +137,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         format_table,
         get_case,
         mismatches,
-        run_case,
         run_name,
     )
     from leaklab_lab.marks import unmet
+    from leaklab_lab.pool import default_jobs, run_pairs
     from leaklab_lab.results import entry, write_results
 
     device = _device(args.device)
@@ -141,7 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.plot and len(cases) != 1:
         raise BadInput("--plot draws one case: name exactly one")
     _check_outputs(files={"--results": args.results, "--plot": args.plot}, folders={"--plot-dir": args.plot_dir})
-    rows, entries, failures = [], [], 0
+    rows: dict[str, dict[str, str]] = {}  # slug -> its row, shown in the catalog's order
+    entries, failures = [], 0
     skipped_runs: dict[str, str] = {}  # run key -> why it did not run here, for compare
 
     def skipped(case: Any, why: str) -> dict[str, str]:
@@ -151,31 +162,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         row = dict.fromkeys(("case", "device", "leak", "fix", "resource", "per step", "line"), "-")
         return {**row, "case": case.slug, "seed claim": case.meta["claim_status"], "as catalogued": f"skipped: {why}"}
 
+    runnable = []
     for case in cases:
         if device not in case.devices:
-            rows.append(skipped(case, f"no {device} form (devices = {case.devices})"))
+            rows[case.slug] = skipped(case, f"no {device} form (devices = {case.devices})")
             continue
         reason = unmet(case.markers(device))
         if reason is None and "slow" in case.markers(device) and not (args.slow or args.cases):
             reason = "slow: run with --slow, or name the case"
         if reason:
-            rows.append(skipped(case, reason))
+            rows[case.slug] = skipped(case, reason)
             continue
-        print(f"running {case.slug} on {device} ...", file=sys.stderr, flush=True)
-        try:
-            reports = {"leak": [run_case(case, "leak", device, attribute=args.attribute)]}
-            reports["fix"] = [run_case(case, "fix", device, script) for script in case.fixes]
-        except Exception as exc:  # one broken case must not hide the rest of the catalog
+        runnable.append(case)
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    outcomes = dict(run_pairs([case.slug for case in runnable], device, args.attribute, jobs))
+    for case in runnable:
+        outcome = outcomes[case.slug]
+        if isinstance(outcome, str):  # one broken case must not hide the rest of the catalog
             failures += 1
-            rows.append(skipped(case, f"NO: the run failed: {type(exc).__name__}: {exc}"[:120]))
+            rows[case.slug] = skipped(case, f"NO: the run failed: {outcome}"[:120])
             continue
+        reports = {role: [report_from_json(data) for data in datas] for role, datas in outcome.items()}
         problems = mismatches(reports["leak"][0], case.expected(device, "leak"), reports["fix"][0])
         for fix_report in reports["fix"]:
             problems += mismatches(fix_report, case.expected(device, "fix"))
         failures += bool(problems)
         leak = reports["leak"][0]
-        rows.append({**case_row(case, leak, reports["fix"]),
-                     "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120]})
+        rows[case.slug] = {**case_row(case, leak, reports["fix"]),
+                           "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120]}
         for role, role_reports in reports.items():
             for script, report in zip(case.scripts(role), role_reports, strict=False):
                 entries.append(entry(report, case=case.slug, role=role, script=script.stem))
@@ -185,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             _write("curves", plot_path, lambda: plot_case(case, reports["leak"][0], reports["fix"], plot_path))  # noqa: B023
             print(f"curves written to {plot_path}", file=sys.stderr)
-    print(format_table(rows))
+    print(format_table([rows[case.slug] for case in cases if case.slug in rows]))
     if args.results:
         _write("results", args.results, lambda: write_results(args.results, entries, device, note=args.note,
                                                                skipped=skipped_runs))

@@ -143,27 +143,6 @@ def test_a_heap_sawtooth_under_the_floor_is_bounded_after_the_long_pass():
     assert report.long_pass_steps < RunOptions().creep_steps // 2, report.long_pass_steps
 
 
-def test_a_long_pass_that_reads_no_tensors_runs_without_the_tensor_counter():
-    """The long pass of Python objects kept alone does not pay the counter's dispatch mode."""
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-
-    modes, kept = [], []
-
-    def factory(device):
-        def step():
-            torch.ones(4).add_(1)
-            modes.append(_get_current_dispatch_mode() is not None)
-            kept.append(bytes(256))
-
-        return step
-
-    report = run_factory(factory, "cpu")
-    assert report.crept == ["python_objects"] and report.long_pass_steps > 0, report.summary()
-    uncounted = "".join("x" if mode else "." for mode in modes).strip("x")  # the long pass, between counted steps
-    assert uncounted == "." * report.long_pass_steps, "".join("x" if mode else "." for mode in modes)
-    assert report.verdict == GROWS and report.resource == "python_objects", report.summary()
-
-
 def test_a_step_that_cannot_run_through_the_long_pass_keeps_its_verdict_under_the_floor():
     report = _heap_run(256, last_step=45)
     assert report.error is None and report.verdict == BOUNDED, report.summary()

@@ -1,0 +1,103 @@
+"""Cases run side by side: `leaklab run --jobs N` runs each case (its leak and its fixes) in one of
+N worker processes, each of which imports torch once and runs case after case.
+
+Every counter leaklab reads belongs to the process that reads it (its allocator, its heap, its
+Python objects, its threads, descriptors and mappings, its own child processes), so runs in two
+processes do not read each other; they share the cores, which only slows the steps. The workers
+are started fresh (``spawn``: a fork of a process that has run torch's thread pools is not safe),
+and whatever happens to the run (Ctrl-C, SIGTERM, a worker that dies), no process of the tree is
+left running: the workers and their children are stopped before the command answers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import psutil
+
+MAX_DEFAULT_JOBS = 4  # more workers than this buy little on a catalog of ~40 cases, and cost memory
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_jobs() -> int:
+    """One worker per core this process may use, at most :data:`MAX_DEFAULT_JOBS`."""
+    return max(1, min(_cores(), MAX_DEFAULT_JOBS))
+
+
+def run_pair(slug: str, device: str, attribute: bool) -> dict[str, list[dict[str, Any]]]:
+    """Run a case's leak and every fix (in a worker, or here); their reports as JSON."""
+    from leaklab_lab.cases import get_case, run_case
+
+    case = get_case(slug)
+    print(f"running {slug} on {device} ...", file=sys.stderr, flush=True)
+    leak = run_case(case, "leak", device, attribute=attribute)
+    fixes = [run_case(case, "fix", device, script) for script in case.fixes]
+    return {"leak": [leak.to_json()], "fix": [fix.to_json() for fix in fixes]}
+
+
+def _start_like(method: str, threads: int) -> None:
+    """A worker starts its own processes (DataLoader workers) as this process would (a spawned
+    process inherits ``spawn`` as its default, which cannot load a case's script module), and
+    shares the cores with the other workers: torch's thread pool in every worker as wide as the
+    machine made each step ten times slower (its threads wait for work by spinning)."""
+    multiprocessing.set_start_method(method, force=True)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run_pair_caught(slug: str, device: str, attribute: bool) -> tuple[str, Any]:
+    try:
+        return slug, run_pair(slug, device, attribute)
+    except Exception as exc:  # noqa: BLE001 - one broken case must not hide the rest of the catalog
+        return slug, f"{type(exc).__name__}: {exc}"
+
+
+def run_pairs(slugs: list[str], device: str, attribute: bool, jobs: int) -> list[tuple[str, Any]]:
+    """(slug, its reports as JSON, or the error that stopped the case) for every case, in order."""
+    if jobs <= 1 or len(slugs) <= 1:
+        return [_run_pair_caught(slug, device, attribute) for slug in slugs]
+    finished = False
+    workers = min(jobs, len(slugs))
+    threads = max(1, _cores() // workers)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_like, initargs=(multiprocessing.get_start_method(), threads))
+    try:
+        futures = [pool.submit(_run_pair_caught, slug, device, attribute) for slug in slugs]
+        results = []
+        for slug, future in zip(slugs, futures, strict=True):
+            try:
+                results.append(future.result())
+            except BrokenProcessPool as exc:  # a worker died (killed, out of memory): say which cases it took
+                results.append((slug, f"the worker process running it died: {exc}"))
+        finished = True
+        return results
+    finally:
+        if not finished:  # Ctrl-C, SIGTERM: nothing of ours is left running
+            stop_tree()
+        pool.shutdown(wait=finished, cancel_futures=True)
+
+
+def stop_tree(grace: float = 2.0) -> None:
+    """Stop every process this one started, and theirs (terminate, then kill after ``grace``)."""
+    tree = psutil.Process().children(recursive=True)  # before any dies: an orphan leaves the tree
+    for process in tree:
+        try:
+            process.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(tree, timeout=grace)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
