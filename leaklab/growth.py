@@ -43,7 +43,8 @@ class Census:
 
     types: collections.Counter[str] = field(default_factory=collections.Counter)   # objects made since the baseline
     sizes: dict[str, int] = field(default_factory=dict)                # container reachable from the step -> len
-    containers: dict[str, Any] = field(default_factory=dict)           # path -> the container
+    containers: dict[str, Any] = field(default_factory=dict)           # path -> the container (second census only)
+    ids: dict[str, int] = field(default_factory=dict)                  # path -> id() of the container
     graphs: dict[str, int] = field(default_factory=dict)               # path -> autograd nodes of a reachable tensor
     threads: dict[int, str] = field(default_factory=dict)             # ident -> "name running target"
     native_threads: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -53,12 +54,14 @@ class Census:
 
 def _type_name(obj: Any) -> str:
     kind = type(obj)
-    module = kind.__module__
-    if module in ("builtins", None):
-        return kind.__qualname__
+    module = getattr(kind, "__module__", None)
+    qualname = getattr(kind, "__qualname__", None)
+    qualname = qualname if isinstance(qualname, str) else kind.__name__
+    if not isinstance(module, str) or module == "builtins":  # a Cython metatype's is a descriptor
+        return qualname
     # A script leaklab loaded is a module named leaklab_script_<stem>_<clock>: its stem says it.
     script = re.fullmatch(r"leaklab_script_(.+)_\d+", module)
-    return f"{script.group(1) if script else module}.{kind.__qualname__}"
+    return f"{script.group(1) if script else module}.{qualname}"
 
 
 def _thread_line(thread: threading.Thread) -> str:
@@ -110,6 +113,13 @@ def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = Tr
             if step is not None:
                 census.graphs = graph_sizes(reachable_tensors(step, containers=census.containers))
                 census.sizes = {path: len(container) for path, container in census.containers.items()}
+                census.ids = {path: id(container) for path, container in census.containers.items()}
+                if first:
+                    # The first census lives while the step runs on (through the confirmation
+                    # pass): it must keep nothing alive, or it would hold what the step drops (a
+                    # tuple holding a batch from a DataLoader's reorder buffer kept its shared
+                    # memory, which then read as growth).
+                    census.containers = {}
 
         if first:
             walk()
@@ -178,7 +188,7 @@ def _object_growth(before: Census, after: Census, steps: int) -> list[str]:
     types that pile up that no such container explains."""
     lines, explained = [], set()
     longer = sorted(((after.sizes[path] - before.sizes[path], path) for path in after.sizes
-                     if path in before.sizes and after.containers[path] is before.containers[path]
+                     if path in before.sizes and after.ids[path] == before.ids[path]
                      and after.sizes[path] - before.sizes[path] >= steps), reverse=True)
     for added, path in longer[:MAX_LINES]:
         element = _last_element(after.containers[path])

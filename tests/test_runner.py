@@ -162,3 +162,24 @@ def test_no_thread_of_the_check_outlives_it():
         assert any(t.name == "leaklab-watchdog" for t in threading.enumerate())
     time.sleep(0.7)  # it looks every half second
     assert not [t.name for t in threading.enumerate() if t.ident not in before]
+
+
+def test_the_census_taken_before_the_confirmation_keeps_nothing_the_step_drops():
+    """It lives while the step runs on: holding a DataLoader's reordered (index, batch) tuples kept
+    their shared memory alive, which read as growth."""
+    import gc
+    import weakref
+
+    from leaklab import growth
+
+    pending = {7: (0, torch.ones(1000))}  # as a DataLoader iterator keeps batches that came early
+
+    def step():
+        return pending
+
+    batch = weakref.ref(pending[7][1])
+    census = growth.take({"objects"}, step)
+    pending.clear()
+    gc.collect()
+    assert batch() is None, "the census kept a batch alive"
+    assert census.sizes and census.ids and not census.containers, "the census kept the step's containers"
