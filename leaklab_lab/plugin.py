@@ -10,6 +10,7 @@ the controller merges them, writes the one file and prints the one table."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,14 @@ def case_marks(case: Case, device: str) -> list[pytest.MarkDecorator]:
 def pytest_configure(config: pytest.Config) -> None:
     for line in marks.MARKERS.values():
         config.addinivalue_line("markers", line)
+    if is_worker(config):
+        # Each worker gets its share of the cores for torch's thread pool: pools as wide as the
+        # machine in every worker made the suite twice as slow under -n 2 as without it (their
+        # threads wait for work by spinning).
+        from leaklab_lab.pool import cores
+
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        torch.set_num_threads(max(1, cores() // max(1, workers)))
     if getattr(config, "workerinput", {}).get("leaklab_loadgroup"):
         config.option.loadgroup = True  # read by xdist's worker when it names the tests' groups
     if not config.pluginmanager.hasplugin("xdist"):

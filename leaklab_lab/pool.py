@@ -23,13 +23,14 @@ import psutil
 MAX_DEFAULT_JOBS = 4  # more workers than this buy little on a catalog of ~40 cases, and cost memory
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def default_jobs() -> int:
     """One worker per core this process may use, at most :data:`MAX_DEFAULT_JOBS`."""
-    return max(1, min(_cores(), MAX_DEFAULT_JOBS))
+    return max(1, min(cores(), MAX_DEFAULT_JOBS))
 
 
 def run_pair(slug: str, device: str, attribute: bool) -> dict[str, list[dict[str, Any]]]:
@@ -67,7 +68,7 @@ def run_pairs(slugs: list[str], device: str, attribute: bool, jobs: int) -> list
         return [_run_pair_caught(slug, device, attribute) for slug in slugs]
     finished = False
     workers = min(jobs, len(slugs))
-    threads = max(1, _cores() // workers)
+    threads = max(1, cores() // workers)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_like, initargs=(multiprocessing.get_start_method(), threads))
     try:

@@ -266,19 +266,25 @@ def test_a_reading_of_some_resources_keeps_the_tensor_counter_from_piling_up():
 def test_threads_count_every_thread_exactly_and_forget_it_when_joined():
     from leaklab.measure import _threads_by_listing, thread_count
 
+    def listed() -> set[int]:
+        return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+    # Compared with the listing of the same moment, not with a count from before: in a pytest-xdist
+    # worker, threads of its own (execnet's) come and go while the test runs.
     stop = threading.Event()
-    before = thread_count(["self"])
     started = [threading.Thread(target=stop.wait, daemon=True) for _ in range(5)]
     for thread in started:
         thread.start()
+    ours = {thread.native_id for thread in started}
     try:
-        assert thread_count(["self"]) - before == 5
+        assert ours <= listed()
         assert thread_count(["self"]) == _threads_by_listing("self")
     finally:
         stop.set()
         for thread in started:
             thread.join()
-    assert thread_count(["self"]) == before
+    assert not ours & listed()
+    assert thread_count(["self"]) == _threads_by_listing("self")
 
 
 def test_mapped_files_count_each_mapping_and_its_resident_pages(tmp_path):
