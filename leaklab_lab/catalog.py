@@ -18,6 +18,7 @@ import json
 import posixpath
 import re
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from leaklab.report import Report
@@ -347,10 +348,21 @@ def _flake_gates(root: Path) -> list[str]:
                      f"{gate.get('compared', 0)} verdicts compared"
                      + (f", commit {gate['commit']}, {gate['finished']}" if gate.get("commit") else "")
                      + (f" ({gate['note']})" if gate.get("note") else "")
-                     + flips + more)
+                     + _gate_times(gate.get("run_list", [])) + flips + more)
     if not lines:
         return []
     return ["- **Flake gates** (`tools/flake_gate.py`: every verdict of every run compared across runs):", *lines]
+
+
+def _gate_times(runs: list[dict[str, Any]]) -> str:
+    """Wall time of the suite and of `leaklab run` in a gate's runs: median, and the range."""
+    parts = []
+    for key, what in (("pytest_seconds", "the suite"), ("run_seconds", "`leaklab run`")):
+        seconds = sorted(run[key] for run in runs if isinstance(run.get(key), (int, float)))
+        if seconds:
+            spread = f" ({seconds[0]:.0f}-{seconds[-1]:.0f})" if len(seconds) > 1 else ""
+            parts.append(f"{what} {median(seconds):.0f} s{spread}")
+    return f"; wall time: {', '.join(parts)}" if parts else ""
 
 
 def _claims(cases: list[Case], path: Path) -> list[str]:

@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/out}
 TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-# WORKERS=N runs the cuda suite over N pytest-xdist processes (each its own CUDA context and
+# WORKERS=N (8 on the H200's 16 cores) runs the cuda suite over N pytest-xdist processes (each its own CUDA context and
 # caching allocator, so no run reads another's counters); pytest-benchmark's own timings are off
 # under xdist, the catalog's timings come from `leaklab bench` below.
 SECONDS=0
