@@ -328,6 +328,7 @@ def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]
                    "The others name first:")
         out += [f"  - `{slug}` ({filename}): {site}" for slug, filename, hit, site in hits if not hit]
     out += _flake_gates(root)
+    out += _suite_logs(root)
     out += ["- **Same verdicts on every run**: second passes over the catalog, compared with `leaklab compare`, are in "
             "[docs/reports.md](docs/reports.md).", ""]
     return out
@@ -352,6 +353,23 @@ def _flake_gates(root: Path) -> list[str]:
     if not lines:
         return []
     return ["- **Flake gates** (`tools/flake_gate.py`: every verdict of every run compared across runs):", *lines]
+
+
+def _suite_logs(root: Path) -> list[str]:
+    """One line per saved log of a GPU suite run (``tools/h200_full.sh``'s pytest.log, kept as
+    results/<machine>-suite-torch<version>.log): its outcome and its wall time."""
+    lines = []
+    for path in sorted((root / "results").glob("*-suite-*.log")):
+        text = path.read_text(errors="replace")
+        outcome = re.findall(r"^=*\s*(\d+ passed.*? in [\d.]+s)", text, re.M)
+        wall = re.findall(r"^cuda suite wall time: (\d+)s \(workers: (\S+)\)", text, re.M)
+        if outcome and wall:
+            seconds, workers = wall[-1]
+            lines.append(f"  - [{path.name}](results/{path.name}): `python3 -m pytest -m cuda`"
+                         f"{'' if workers == 'none' else f' -n {workers}'}: {outcome[-1]}; wall time {seconds} s")
+    if not lines:
+        return []
+    return ["- **The GPU suite's wall time** (its log, as the run printed it):", *lines]
 
 
 def _gate_times(runs: list[dict[str, Any]]) -> str:
