@@ -144,9 +144,15 @@ def test_an_unknown_or_missing_family_is_an_error(tmp_path, line, message):
         load_case(toml)
 
 
+@pytest.fixture(scope="module")
+def catalog_text() -> str:
+    """The catalog as rendered from this checkout, once for the tests that only read it."""
+    return render()
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.slug for c in CASES])
-def test_every_case_has_its_entry_diff_and_marks(case):
-    text = render()
+def test_every_case_has_its_entry_diff_and_marks(case, catalog_text):
+    text = catalog_text
     assert f"## `{case.slug}`: {case.title}" in text
     assert case.leak_lines(), f"cases/{case.leak.name} has no '# LEAK:' line"
     for fix in case.fixes:

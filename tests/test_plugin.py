@@ -167,6 +167,8 @@ def test_a_worker_that_dies_is_named_not_silently_dropped(pytester, tmp_path, mo
     pytester.makepyfile(test_die="import os\n\ndef test_dies():\n    os._exit(1)\n")
     # --dist load: under the lab's default loadgroup, xdist re-queues a crashed test's group, and
     # runs the crashing test again on each replacement worker (up to its restart limit)
-    result = pytester.runpytest_subprocess("-p", "leaklab_lab.plugin", "-p", "no:cacheprovider", "-n", "2",
-                                           "--dist", "load", f"--leaklab-results={tmp_path / 'r.json'}")
+    # One worker and no replacement for it: two interpreters to start, not four.
+    result = pytester.runpytest_subprocess("-p", "leaklab_lab.plugin", "-p", "no:cacheprovider", "-n", "1",
+                                           "--max-worker-restart", "0", "--dist", "load",
+                                           f"--leaklab-results={tmp_path / 'r.json'}")
     result.stdout.fnmatch_lines(["*leaklab: gw* died before handing over its runs; they are not in *r.json"])
