@@ -16,6 +16,8 @@ MARKERS = {
     "multi_gpu": "multi_gpu: needs two or more CUDA devices; skipped with a reason otherwise",
     "needs_ipython": "needs_ipython: needs IPython installed; skipped with a reason otherwise",
     "slow": "slow: a case that takes long (fresh interpreters, multi-process jobs); deselected by default, run with -m slow",
+    "end_to_end": "end_to_end: runs the CLI or pytest in fresh interpreters, end to end (each pays Python's and torch's "
+                  "start-up); deselected by default, run with -m end_to_end (.ci/run does)",
 }
 
 

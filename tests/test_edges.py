@@ -136,6 +136,7 @@ def test_a_hanging_step_times_out_with_exit_3(capsys):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
 def test_children_are_reported_stopped_and_fail_the_check():
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     done = subprocess.run([sys.executable, "-m", "leaklab", "check", f"{EDGES}:starts_children", "--quiet",
@@ -180,6 +181,7 @@ def test_a_zombie_descendant_is_passed_over_while_polling():
         parent.wait()
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
 def test_sigterm_to_leaklab_stops_the_childrens_too(tmp_path):
     script = tmp_path / "slow_children.py"
     script.write_text("import subprocess, time\nkept = []\n"

@@ -68,6 +68,7 @@ def _limited(limit_bytes):
     return set_limit
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
 def test_a_results_write_cut_by_a_file_size_limit_leaves_the_previous_file_whole(tmp_path):
     previous = tmp_path / "prev.json"
     shutil.copy(COMMITTED, previous)

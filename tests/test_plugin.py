@@ -106,6 +106,7 @@ def test_an_unwritable_results_path_is_a_usage_error_before_anything_runs(pytest
     assert "passed" not in result.stdout.str() and "leaklab test_" not in result.stdout.str()
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
 def test_xdist_workers_parts_make_one_results_file_and_one_table(pytester, tmp_path, monkeypatch):
     pytest.importorskip("xdist")
     from leaklab_lab.cases import ROOT
@@ -133,6 +134,7 @@ def test_xdist_workers_parts_make_one_results_file_and_one_table(pytester, tmp_p
     assert len(workers) == 1, text
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
 def test_a_results_write_cut_by_a_file_size_limit_keeps_the_old_file_and_fails_the_session(pytester, tmp_path):
     import resource
     import subprocess
@@ -159,6 +161,7 @@ def test_a_results_write_cut_by_a_file_size_limit_keeps_the_old_file_and_fails_t
     assert previous.read_bytes() == before and os.listdir(tmp_path) == ["prev.json"]
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
 def test_a_worker_that_dies_is_named_not_silently_dropped(pytester, tmp_path, monkeypatch):
     pytest.importorskip("xdist")
     from leaklab_lab.cases import ROOT

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 LAB_AND_EXTRAS = ("leaklab_lab", "torchvision", "matplotlib", "pytest_benchmark")
 
@@ -20,6 +22,7 @@ print(json.dumps({"modules": names, "loaded": sorted(sys.modules)}))
 """
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
 def test_no_module_of_the_tool_imports_the_lab_or_its_extras():
     done = subprocess.run([sys.executable, "-c", IMPORT_EVERY_MODULE], capture_output=True, text=True, cwd=ROOT,
                           check=True)
