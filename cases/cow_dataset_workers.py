@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-ROWS, FEATURES, BATCH = 20480, 64, 256  # 80 batches; as Python floats about 41 MiB
+ROWS, FEATURES, BATCH = 9216, 64, 256  # 36 batches; as Python floats about 20 MiB
 
 
 class Rows(Dataset):
