@@ -131,8 +131,8 @@ def _progress(quiet: bool):  # noqa: ANN202
     return show
 
 
-def _terminate_on_sigterm() -> None:
-    """SIGTERM ends a check as Ctrl-C does: the run stops, children are stopped, one line is said."""
+def terminate_on_sigterm() -> None:
+    """SIGTERM ends a command as Ctrl-C does: the run stops, children are stopped, one line is said."""
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
@@ -163,7 +163,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         from leaklab.attribution import check_snapshot_paths
 
         check_snapshot_paths(args.snapshot, overwrite=args.overwrite, html=args.snapshot_html)
-    _terminate_on_sigterm()
+    terminate_on_sigterm()
     module = load_script(path)
     try:
         report = run_factory(factory_from_script(module, factory_name), device, options)

@@ -129,6 +129,7 @@ def _device(choice: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from leaklab.cli import terminate_on_sigterm
     from leaklab.report import report_from_json
     from leaklab_lab.cases import (
         CaseError,
@@ -174,6 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             rows[case.slug] = skipped(case, reason)
             continue
         runnable.append(case)
+    terminate_on_sigterm()  # SIGTERM ends the run as Ctrl-C does, so that the workers are stopped too
     jobs = default_jobs() if args.jobs is None else args.jobs
     outcomes = dict(run_pairs([case.slug for case in runnable], device, args.attribute, jobs))
     for case in runnable:

@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-import psutil
+from leaklab.runner import stop_children
 
 MAX_DEFAULT_JOBS = 4  # more workers than this buy little on a catalog of ~40 cases, and cost memory
 
@@ -82,23 +82,6 @@ def run_pairs(slugs: list[str], device: str, attribute: bool, jobs: int) -> list
         finished = True
         return results
     finally:
-        if not finished:  # Ctrl-C, SIGTERM: nothing of ours is left running
-            stop_tree()
+        if not finished:  # Ctrl-C, SIGTERM: nothing of ours is left running, workers and their children alike
+            stop_children(set(), wait=0.0)
         pool.shutdown(wait=finished, cancel_futures=True)
-
-
-def stop_tree(grace: float = 2.0) -> None:
-    """Stop every process this one started, and theirs (terminate, then kill after ``grace``)."""
-    tree = psutil.Process().children(recursive=True)  # before any dies: an orphan leaves the tree
-    for process in tree:
-        try:
-            process.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(tree, timeout=grace)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=grace)

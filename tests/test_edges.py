@@ -203,6 +203,28 @@ def test_sigterm_to_leaklab_stops_the_childrens_too(tmp_path):
     assert os.path.exists(script)
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
+def test_sigterm_to_leaklab_run_stops_its_workers_and_theirs(tmp_path):
+    """`leaklab run` runs cases in worker processes: SIGTERM ends it as Ctrl-C does, one line,
+    exit 3, and no worker, nor a DataLoader worker of theirs, is left running."""
+    stderr = tmp_path / "stderr"
+    with stderr.open("w") as sink:
+        process = subprocess.Popen([sys.executable, "-m", "leaklab", "run", "--jobs", "2", "hook_registered_every_forward",
+                                    "dataloader_prefetch_shared_memory"], stdout=subprocess.DEVNULL, stderr=sink,
+                                   cwd=Path(__file__).parent.parent)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "running dataloader_prefetch_shared_memory" not in stderr.read_text():
+            time.sleep(0.1)
+        time.sleep(1.0)  # its DataLoader workers started
+        tree = psutil.Process(process.pid).children(recursive=True)
+        assert len(tree) >= 3, [child.cmdline() for child in tree]
+        process.terminate()
+        assert process.wait(timeout=60) == 3, stderr.read_text()
+    assert stderr.read_text().strip().splitlines()[-1] == "leaklab: interrupted"
+    _, alive = psutil.wait_procs(tree, timeout=5)
+    assert not alive, [child.pid for child in alive]
+
+
 def test_python_objects_growing_alone_must_keep_its_rate_through_a_long_pass():
     """A per-item cache that fills over a first epoch rises like a leak for the whole measured
     series, then stops: the long pass says bounded. One object kept per step keeps its rate."""
