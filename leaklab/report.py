@@ -120,7 +120,7 @@ class Report:
     uncertain: list[str] = field(default_factory=list)       # resources whose verdict the confirmation changed
     crept: list[str] = field(default_factory=list)           # resources that crept under their floor (long pass)
     long_pass_steps: int = 0           # steps of the long pass (0: none was needed)
-    long_pass_stopped: str | None = None  # why the step could not run through the long pass
+    pass_stopped: str | None = None    # a pass the check added that the step could not run through, and why
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
     history: str | None = None         # growing autograd history, for host-heap leaks
@@ -262,8 +262,8 @@ class Report:
             line += f"; uncertain: the confirmation pass changed {', '.join(self.uncertain)}"
         if self.crept:
             line += f"; {', '.join(self.crept)} watched {self.long_pass_steps} more steps (a long pass)"
-        if self.long_pass_stopped:
-            line += f"; the long pass stopped at {self.long_pass_stopped} (judged with the floor)"
+        if self.pass_stopped:
+            line += f"; {self.pass_stopped} (judged on the steps before it)"
         site = self.leak_site
         if site is not None:
             line += f"; allocated at {site.filename.rsplit('/', 1)[-1]}:{site.lineno}"
@@ -359,7 +359,7 @@ class Report:
             # Absent from runs made before the long pass (and from runs that needed none).
             **({"crept": self.crept} if self.crept else {}),
             **({"long_pass_steps": self.long_pass_steps} if self.long_pass_steps else {}),
-            **({"long_pass_stopped": self.long_pass_stopped} if self.long_pass_stopped else {}),
+            **({"pass_stopped": self.pass_stopped} if self.pass_stopped else {}),
             "garbage": self.garbage,
             "median_step_seconds": self.median_step_seconds,
             **({"phase_seconds": self.phase_seconds, "seconds_to_verdict": self.seconds_to_verdict}
@@ -416,7 +416,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "crept", "long_pass_steps", "long_pass_stopped", "garbage", "counters", "history", "growth",
+           "uncertain", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history", "growth",
            "phase_seconds", "signature", "resembles")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 

@@ -223,6 +223,17 @@ class _Series:
         self.seconds[i] = seconds
         self.count += 1
 
+    def kept(self) -> dict[str, Any]:
+        """Everything this series holds, to go back to (:meth:`restore`) when a pass is abandoned."""
+        return {"values": {name: array("q", values) for name, values in self.values.items()},
+                "metrics": {key: array("d", values) for key, values in self.metrics.items()},
+                "garbage_objects": array("q", self.garbage_objects), "garbage_bytes": array("q", self.garbage_bytes),
+                "seconds": array("d", self.seconds), "shift": dict(self.shift), "count": self.count}
+
+    def restore(self, kept: dict[str, Any]) -> None:
+        for key, value in kept.items():
+            setattr(self, key, value)
+
     def metric_slot(self, key: str) -> array:
         slot = self.metrics.get(key)
         if slot is None:
@@ -303,7 +314,7 @@ def _failure(exc: BaseException, who: str = "the step") -> str:
         return f"exited: {who} called sys.exit({exc.code!r})"
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) during the step"
-    return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | None = None) -> Report:
@@ -366,13 +377,23 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             restarts = 0
             while not report.stopped_by_budget:
                 _enter(report, "measured")
+                before_restart = series.kept() if restarts else None
                 series.count = 0
                 series.shift = dict.fromkeys(series.names, 0)
                 probe.freeze_existing()
                 if probe.kind == "cuda":
                     counters_start = device_counters(device)
-                done = _measure(step, probe, series, options, options.steps, budget, built, limit, report, done,
-                                start=BASELINE)
+                try:
+                    done = _measure(step, probe, series, options, options.steps, budget, built, limit, report, done,
+                                    start=BASELINE)
+                except (Exception, SystemExit, StepTimeout) as exc:
+                    if before_restart is None:
+                        raise  # the steps asked for: the step's own failure
+                    done = _pass_stopped(report, "measuring again", exc, limit)
+                    del exc
+                    if series.count < 3:  # too few readings after the jump to judge: the series before it
+                        series.restore(before_restart)
+                    break
                 if report.stopped_by_budget or restarts >= RESTARTS:
                     break
                 jumps = [r.name for r in watched if r.judged and not r.cache and one_jump(series.series(r.name), r) is not None]
@@ -384,7 +405,8 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             trends = _decide(series, watched, report)
             crept = _creeping(series, watched, trends)
             first, start = trends, series.count - 1
-            if options.confirm and not report.stopped_by_budget and (_needs_confirmation(trends) or crept):
+            if (options.confirm and not report.stopped_by_budget and not report.pass_stopped
+                    and (_needs_confirmation(trends) or crept)):
                 _enter(report, "confirmation")
                 # What already grows is named over the confirmation's own steps, between two
                 # censuses, instead of over extra steps after the verdict (see _name_growth).
@@ -392,26 +414,34 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 censuses.before = censuses.take(step, probe)
                 # What the decision itself keeps alive (a few Python objects, a census) must not read
                 # as a step of the series: the readings go on from where the series stopped.
-                done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report, done,
-                                start=CONTINUE)
-                if censuses.before is not None:
-                    censuses.after = censuses.take(step, probe, first=False)
-                trends = _decide(series, watched, report)
-                if not report.stopped_by_budget:
-                    trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
-                              if name in first else trend for name, trend in trends.items()}
-                    report.uncertain = [name for name, trend in first.items() if known.get(name).judged
-                                        and name not in crept and name in trends and trends[name].verdict != trend.verdict]
-                report.confirmed_steps = options.confirm_steps
+                try:
+                    done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report,
+                                    done, start=CONTINUE)
+                except (Exception, SystemExit, StepTimeout) as exc:
+                    done = _pass_stopped(report, "confirmation", exc, limit)
+                    del exc
+                    series.count = start + 1  # the verdict stays the series' before it
+                    censuses = None
+                if not report.pass_stopped:
+                    if censuses.before is not None:
+                        censuses.after = censuses.take(step, probe, first=False)
+                    trends = _decide(series, watched, report)
+                    if not report.stopped_by_budget:
+                        trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
+                                  if name in first else trend for name, trend in trends.items()}
+                        report.uncertain = [name for name, trend in first.items() if known.get(name).judged and name
+                                            not in crept and name in trends and trends[name].verdict != trend.verdict]
+                    report.confirmed_steps = options.confirm_steps
             extended: dict[str, list[int]] = {}
             # A creep under the floor where nothing grows, or growth seen only in counters that a
             # cache filled lazily over a first epoch makes rise like a leak (python_objects: a
             # dataset's per-item objects), is watched through a long pass before it is reported.
-            longer = (crept if not _grows(trends) else _growing_alone(trends)) if not report.stopped_by_budget else []
+            longer = ((crept if not _grows(trends) else _growing_alone(trends))
+                      if not report.stopped_by_budget and not report.pass_stopped else [])
             if options.confirm and longer:
                 _enter(report, "long pass")
                 extended, done = _long_pass(step, probe, series, longer, start, options, budget, built, limit, report, done)
-                if not report.long_pass_stopped:
+                if not report.pass_stopped:
                     for name in longer:
                         values = extended[name]
                         trends[name] = confirm_creep(first[name], decide(values, known.get(name), floor=0 if name in crept
@@ -421,20 +451,24 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
             _keep(report, series, watched, trends, device, options, extended)
-            if options.attribute and not report.stopped_by_budget:
+            if options.attribute and not report.stopped_by_budget and not report.pass_stopped:
                 # Attribution watches a few extra steps after the measured series: recording
                 # allocation stacks costs host memory (the allocator's history lives on the
                 # host), which must not show in the verdicts it explains.
                 _enter(report, "attribution")
                 watcher = attribution.start(probe, step, options.snapshot, snapshot_overwrite=options.snapshot_overwrite,
                                             snapshot_html=options.snapshot_html)
-                for i in range(ATTRIBUTION_STEPS):
-                    report.failed_step = done + i
-                    if probe.tensors is not None:
-                        probe.tensors.step = i + 1
-                    limit.arm()
-                    _call_step(step)
-                    limit.disarm()
+                try:
+                    for i in range(ATTRIBUTION_STEPS):
+                        report.failed_step = done + i
+                        if probe.tensors is not None:
+                            probe.tensors.step = i + 1
+                        limit.arm()
+                        _call_step(step)
+                        limit.disarm()
+                except (Exception, SystemExit, StepTimeout) as exc:
+                    done = _pass_stopped(report, "attribution", exc, limit)
+                    del exc
             report.failed_step = None
             _enter(report, None)
         except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
@@ -446,7 +480,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
         _enter(report, "release", stage=False)
         if watcher is not None:
             report.sites, report.history = attribution.finish(watcher, probe, step)
-        if report.error is None and not report.stopped_by_budget:
+        if report.error is None and not report.stopped_by_budget and not report.pass_stopped:
             try:
                 done = _name_growth(step, probe, report, trends, limit, done, censuses)
             except KeyboardInterrupt as exc:
@@ -659,12 +693,20 @@ def _long_pass(step: Step, probe: Probe, series: _Series, crept: list[str], sinc
             if all(stalled(series.series(name)[since:] + light.series(name)) for name in crept):
                 break
     except (Exception, SystemExit, StepTimeout) as exc:
-        limit.disarm()
-        report.long_pass_stopped = f"step {report.failed_step}: {_failure(exc)}"
-        done = report.failed_step
+        done = _pass_stopped(report, "long pass", exc, limit)
         del exc
     report.long_pass_steps = light.count
     return {name: series.series(name) + light.series(name) for name in crept}, done
+
+
+def _pass_stopped(report: Report, name: str, exc: BaseException, limit: _TimeLimit) -> int:
+    """A step that failed in a pass the check added (measuring again after a lazy initialisation,
+    the confirmation, the long pass, attribution) ends that pass and runs no more steps: those
+    steps are ours, not asked for, and a step that cannot run that long (a finite iterator) leaves
+    the verdict to the series already taken. Returns the steps run."""
+    limit.disarm()
+    report.pass_stopped = f"the {name} stopped at step {report.failed_step}: {_failure(exc)}"
+    return report.failed_step or 0
 
 
 def _needs_confirmation(trends: dict[str, Any]) -> bool:

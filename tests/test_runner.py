@@ -146,8 +146,53 @@ def test_a_heap_sawtooth_under_the_floor_is_bounded_after_the_long_pass():
 def test_a_step_that_cannot_run_through_the_long_pass_keeps_its_verdict_under_the_floor():
     report = _heap_run(256, last_step=45)
     assert report.error is None and report.verdict == BOUNDED, report.summary()
-    assert report.long_pass_stopped.startswith("step ") and "StopIteration" in report.long_pass_stopped
+    assert report.pass_stopped.startswith("the long pass stopped at step ") and "StopIteration" in report.pass_stopped
     assert "the long pass stopped at step" in report.summary()
+
+
+def _finite(step, calls: int):
+    """``step`` as a finite iterator makes it: StopIteration at call ``calls + 1``."""
+    batches = iter(range(calls))
+
+    def finite():
+        next(batches)
+        return step()
+
+    return finite
+
+
+def test_a_step_that_cannot_run_through_the_confirmation_keeps_the_verdict_of_its_series():
+    kept = []
+
+    def factory(device):
+        return _finite(lambda: kept.append(torch.ones(64 * 1024)), 5 + 20 + 2)
+
+    report = run_factory(factory, "cpu", RunOptions(resources=("cpu_tensors",)))
+    assert report.error is None, report.error
+    assert report.verdict == GROWS and report.confirmed_steps == 0, report.summary()
+    assert report.pass_stopped.startswith("the confirmation stopped at step 27") and "StopIteration" in report.pass_stopped
+    assert len(report.resources["cpu_tensors"].samples) == 21  # the series before the confirmation, nothing after
+    assert "the confirmation stopped at step 27" in report.summary()
+
+
+def test_a_step_that_cannot_run_through_a_second_baseline_is_judged_on_what_it_ran():
+    """A lazy initialisation (one jump, then flat) makes the check measure again from a new
+    baseline; a finite iterator that ends eight steps into it leaves those eight to judge."""
+    kept = []
+    calls = iter(range(1000))
+
+    def lazy():
+        if next(calls) == 5 + 3:
+            kept.append(torch.ones(1024 * 1024))  # a cache filled once, on the third measured step
+
+    def factory(device):
+        return _finite(lazy, 5 + 20 + 8)
+
+    report = run_factory(factory, "cpu", RunOptions(resources=("cpu_tensors",)))
+    assert report.error is None, report.error
+    assert report.restarts and report.pass_stopped.startswith("the measuring again stopped at step 33"), report.summary()
+    assert report.verdict == BOUNDED, report.summary()
+    assert len(report.resources["cpu_tensors"].samples) == 9
 
 
 def test_no_thread_of_the_check_outlives_it():
