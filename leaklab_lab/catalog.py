@@ -29,7 +29,7 @@ from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover, families
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_of, case_runs, load_results, role_of
 from leaklab_lab.seeds import claim_map
-from leaklab_lab.timing import ALL_DEFAULTS
+from leaklab_lab.timing import ALL_DEFAULTS, ALLOCATED_BLOCKS
 
 CATALOG_PATH = ROOT / "CATALOG.md"
 HARNESS_PATH = ROOT / "docs" / "harness.md"  # the evidence about the harness itself, written with CATALOG.md
@@ -301,11 +301,16 @@ def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]
     for _, document in results:
         costs = document.get("benchmarks", {}).get("probe_costs")
         if costs:
-            whole = costs.get(ALL_DEFAULTS)
-            parts = ", ".join(f"`{resource}` {row['median_us']:.1f} µs" for resource, row in costs.items() if resource != ALL_DEFAULTS)
-            out.append(f"- **One reading of each resource** ({_short_where(document)}, median): {parts}"
+            whole, walk = costs.get(ALL_DEFAULTS), costs.get(ALLOCATED_BLOCKS)
+            parts = ", ".join(f"`{resource}` {row['median_us']:.1f} µs" for resource, row in costs.items()
+                              if resource not in (ALL_DEFAULTS, ALLOCATED_BLOCKS))
+            out.append(f"- **One reading of each resource** ({_short_where(document)}, "
+                       f"Python {document['environment'].get('python', '?')}, median): {parts}"
                        + (f"; one sample of all of them together (what a check takes after each step): "
-                          f"{whole['median_us']:.1f} µs" if whole else "") + ".")
+                          f"{whole['median_us']:.1f} µs" if whole else "")
+                       + (f"; of it, CPython's own count of its objects, `sys.getallocatedblocks()`, called alone "
+                          f"(it walks every pool of the object allocator): {walk['median_us']:.1f} µs" if walk else "")
+                       + ".")
     found = _bench(results, "tracker_overhead_cpu")
     if found:
         filename, document = found

@@ -6,6 +6,7 @@ interleaved round by round, do not move much. Every figure is a median with its 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -183,7 +184,20 @@ def probe_costs(device: str, calls: int = 200) -> dict[str, dict[str, Any]]:
     # One sample of every default resource together, as a check takes it after each step (the
     # counters that share a source, such as CUDA's stats, are read once per sample).
     costs[ALL_DEFAULTS] = _sample_cost(device, (), calls)
+    # The one exact count of Python objects CPython offers, timed alone: it walks every pool of
+    # pymalloc's arenas, so what it costs grows with the interpreter's heap (torch's included).
+    costs[ALLOCATED_BLOCKS] = _call_cost(sys.getallocatedblocks, calls)
     return costs
+
+
+def _call_cost(call: Callable[[], Any], calls: int) -> dict[str, Any]:
+    """Median and quartiles, in microseconds, of ``calls`` calls of ``call``."""
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return {"median_us": median(times) * 1e6, "quartiles_us": [q * 1e6 for q in quantiles(times, n=4)[::2]]}
 
 
 def _sample_cost(device: str, resources: tuple[str, ...], calls: int) -> dict[str, Any]:
@@ -191,15 +205,11 @@ def _sample_cost(device: str, resources: tuple[str, ...], calls: int) -> dict[st
     from leaklab.measure import Probe
 
     with Probe(device, resources) as probe:
-        times = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            probe.sample()
-            times.append(time.perf_counter() - started)
-    return {"median_us": median(times) * 1e6, "quartiles_us": [q * 1e6 for q in quantiles(times, n=4)[::2]]}
+        return _call_cost(probe.sample, calls)
 
 
 ALL_DEFAULTS = "one sample of all"  # probe_costs' row for a whole sample
+ALLOCATED_BLOCKS = "sys.getallocatedblocks() alone"  # probe_costs' row for CPython's count, without a sample around it
 
 
 def tracker_overhead(rounds: int = 20) -> dict[str, dict[str, Any]]:
