@@ -367,11 +367,13 @@ def _suite_logs(root: Path) -> list[str]:
     for path in sorted((root / "results").glob("*-suite-*.log")):
         text = path.read_text(errors="replace")
         outcome = re.findall(r"^=*\s*(\d+ passed.*? in [\d.]+s)", text, re.M)
-        wall = re.findall(r"^cuda suite wall time: (\d+)s \(workers: (\S+)\)", text, re.M)
+        wall = re.findall(r"^cuda suite wall time: (\d+)s \(workers: (\S+)\)(?: with: (.*))?$", text, re.M)
         if outcome and wall:
-            seconds, workers = wall[-1]
-            lines.append(f"  - [{path.name}](results/{path.name}): `python3 -m pytest -m cuda`"
-                         f"{'' if workers == 'none' else f' -n {workers}'}: {outcome[-1]}; wall time {seconds} s")
+            seconds, workers, extra = wall[-1]
+            extra = extra.strip()
+            command = f"python3 -m pytest -m cuda{'' if workers == 'none' else f' -n {workers}'}"
+            added = f" (arguments added: `{extra}`)" if extra else ""
+            lines.append(f"  - [{path.name}](results/{path.name}): `{command}`{added}: {outcome[-1]}; wall time {seconds} s")
     if not lines:
         return []
     return ["- **The GPU suite's wall time** (its log, as the run printed it):", *lines]

@@ -287,3 +287,21 @@ def test_a_case_naming_an_unlisted_section_or_missing_from_its_claims_fails(tmp_
     claims.write_text('[[claim]]\nsection = "000 §3.1"\nclaim = "x"\ncases = []\n')
     with pytest.raises(SeedClaimError, match="no claim of that section"):
         claim_map([c for c in CASES if case_sections(c.meta["seed"]) == ["000 §3.1"]], claims)
+
+
+def test_a_gpu_suite_log_is_rendered_with_the_arguments_it_ran_with(tmp_path):
+    from leaklab_lab.catalog import _suite_logs
+
+    (tmp_path / "results").mkdir()
+    tail = "=== 9 passed, 1 skipped in 80.50s (0:01:20) ===\n"
+    (tmp_path / "results" / "h200-suite-torch9.log").write_text(tail + "cuda suite wall time: 85s (workers: 8)\n")
+    (tmp_path / "results" / "h200-suite-part-torch9.log").write_text(
+        tail + "cuda suite wall time: 70s (workers: none) with: -k not\\ slow_case \n")
+    (tmp_path / "results" / "h200-suite-cut-torch9.log").write_text(tail)  # no wall time: a run cut short
+    lines = _suite_logs(tmp_path)
+    assert lines[1:] == [
+        "  - [h200-suite-part-torch9.log](results/h200-suite-part-torch9.log): `python3 -m pytest -m cuda` "
+        "(arguments added: `-k not\\ slow_case`): 9 passed, 1 skipped in 80.50s; wall time 70 s",
+        "  - [h200-suite-torch9.log](results/h200-suite-torch9.log): `python3 -m pytest -m cuda -n 8`: "
+        "9 passed, 1 skipped in 80.50s; wall time 85 s",
+    ]

@@ -16,7 +16,7 @@ SECONDS=0
 if [[ ${SUITE:-1} != 0 ]]; then
   timeout 400 python3 -m pytest -m cuda -p no:cacheprovider -q -rs --timeout 120 ${WORKERS:+-n $WORKERS} "$@" \
     --durations=15 --leaklab-results "$OUT/h200-torch$TORCH.json" 2>&1 | tee "$OUT/pytest.log"
-  echo "cuda suite wall time: ${SECONDS}s (workers: ${WORKERS:-none})" | tee -a "$OUT/pytest.log"
+  echo "cuda suite wall time: ${SECONDS}s (workers: ${WORKERS:-none})${*:+ with: $(printf "%q " "$@")}" | tee -a "$OUT/pytest.log"
 fi
 [[ -f "$OUT/h200-torch$TORCH.json" ]] && python3 - "$OUT/h200-torch$TORCH.json" "$WHEN" <<'PY'
 import json, sys
