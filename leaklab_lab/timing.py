@@ -186,14 +186,20 @@ def probe_costs(device: str, calls: int = 200) -> dict[str, dict[str, Any]]:
     costs[ALL_DEFAULTS] = _sample_cost(device, (), calls)
     # The one exact count of Python objects CPython offers, timed alone: it walks every pool of
     # pymalloc's arenas, so what it costs grows with the interpreter's heap (torch's included).
-    costs[ALLOCATED_BLOCKS] = _call_cost(sys.getallocatedblocks, calls)
+    # Each call follows the probe's own collection (of what came after the freeze), as in a sample.
+    from leaklab.measure import Probe
+
+    with Probe(device, ("host_heap",)) as probe:
+        costs[ALLOCATED_BLOCKS] = _call_cost(sys.getallocatedblocks, calls, before=probe.collect)
     return costs
 
 
-def _call_cost(call: Callable[[], Any], calls: int) -> dict[str, Any]:
-    """Median and quartiles, in microseconds, of ``calls`` calls of ``call``."""
+def _call_cost(call: Callable[[], Any], calls: int, before: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Median and quartiles, in microseconds, of ``calls`` calls of ``call`` (each after ``before``, untimed)."""
     times = []
     for _ in range(calls):
+        if before is not None:
+            before()
         started = time.perf_counter()
         call()
         times.append(time.perf_counter() - started)
