@@ -308,8 +308,10 @@ def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]
                        f"Python {document['environment'].get('python', '?')}, median): {parts}"
                        + (f"; one sample of all of them together (what a check takes after each step): "
                           f"{whole['median_us']:.1f} µs" if whole else "")
-                       + (f"; of it, CPython's own count of its objects, `sys.getallocatedblocks()`, called alone "
-                          f"(it walks every pool of the object allocator): {walk['median_us']:.1f} µs" if walk else "")
+                       + (f"; CPython's own count of its objects, `sys.getallocatedblocks()`, timed on its own in a "
+                          f"loop of its own (it walks every pool of the object allocator, so its cost moves with the "
+                          f"heap's size and the state of the CPU's caches): {walk['median_us']:.1f} µs "
+                          f"(IQR {walk['quartiles_us'][0]:.1f}–{walk['quartiles_us'][1]:.1f})" if walk else "")
                        + ".")
     found = _bench(results, "tracker_overhead_cpu")
     if found:
