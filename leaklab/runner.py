@@ -78,6 +78,7 @@ NAMING_STEPS = 5        # steps run between two censuses of what grows (Python o
 MAX_STEPS = 100_000     # a series longer than this is a typo, not a leak check
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CREEP_STEPS_MAX = 400   # a creep's long pass is at most this long
+MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 
 
@@ -389,9 +390,9 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 except (Exception, SystemExit, StepTimeout) as exc:
                     if before_restart is None:
                         raise  # the steps asked for: the step's own failure
-                    done = _pass_stopped(report, "measuring again", exc, limit)
+                    done = _pass_stopped(report, "re-measured series", exc, limit)
                     del exc
-                    if series.count < 3:  # too few readings after the jump to judge: the series before it
+                    if series.count < MIN_READINGS:  # too few after the jump to judge: the series before it
                         series.restore(before_restart)
                     break
                 if report.stopped_by_budget or restarts >= RESTARTS:
@@ -436,7 +437,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             # A creep under the floor where nothing grows, or growth seen only in counters that a
             # cache filled lazily over a first epoch makes rise like a leak (python_objects: a
             # dataset's per-item objects), is watched through a long pass before it is reported.
-            longer = ((crept if not _grows(trends) else _growing_alone(trends))
+            longer = ((crept if not _growing(trends) else _growing_alone(trends))
                       if not report.stopped_by_budget and not report.pass_stopped else [])
             if options.confirm and longer:
                 _enter(report, "long pass")
@@ -643,7 +644,7 @@ def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report
             values = values[1:]
         if report.stopped_by_budget == resource.name:
             trends[resource.name] = decide_truncated(values, resource)
-        elif len(values) >= 3:
+        elif len(values) >= MIN_READINGS:
             trends[resource.name] = decide(values, resource)
     return trends
 
@@ -652,14 +653,10 @@ def _growing(trends: dict[str, Any]) -> set[str]:
     return {name for name, trend in trends.items() if known.get(name).judged and trend.verdict == GROWS}
 
 
-def _grows(trends: dict[str, Any]) -> bool:
-    return any(known.get(name).judged and trend.verdict == GROWS for name, trend in trends.items())
-
-
 def _creeping(series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any]) -> list[str]:
     """Noisy series that crept up under their floor, where nothing grows (a run that already
     fails needs no long pass)."""
-    if _grows(trends):
+    if _growing(trends):
         return []
     return [r.name for r in watched if r.judged and r.name in trends and creeps(series.series(r.name), r)]
 
@@ -667,7 +664,7 @@ def _creeping(series: _Series, watched: tuple[known.Resource, ...], trends: dict
 def _growing_alone(trends: dict[str, Any]) -> list[str]:
     """The growing resources, where every one of them is confirmed through a long pass
     (:attr:`leaklab.resources.Resource.long_growth`); none otherwise."""
-    growing = [name for name, trend in trends.items() if known.get(name).judged and trend.verdict == GROWS]
+    growing = [name for name in trends if name in _growing(trends)]
     return growing if growing and all(known.get(name).long_growth for name in growing) else []
 
 

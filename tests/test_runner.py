@@ -190,7 +190,7 @@ def test_a_step_that_cannot_run_through_a_second_baseline_is_judged_on_what_it_r
 
     report = run_factory(factory, "cpu", RunOptions(resources=("cpu_tensors",)))
     assert report.error is None, report.error
-    assert report.restarts and report.pass_stopped.startswith("the measuring again stopped at step 33"), report.summary()
+    assert report.restarts and report.pass_stopped.startswith("the re-measured series stopped at step 33"), report.summary()
     assert report.verdict == BOUNDED, report.summary()
     assert len(report.resources["cpu_tensors"].samples) == 9
 
