@@ -29,9 +29,25 @@ def check_writable(path: str | os.PathLike[str], overwrite: bool = True) -> Path
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UnwritablePath(f"cannot create the folder {folder}: {exc.strerror or exc}") from exc
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if path.exists() and not os.access(path, os.W_OK):
         raise UnwritablePath(f"{path} is not writable")
+    why = _cannot_create_in(folder)
+    if why:
+        raise UnwritablePath(f"{path} is not writable: {why}")
     return path
+
+
+def _cannot_create_in(folder: Path) -> str | None:
+    """Why no file can be made in ``folder``, or None. Tried as :func:`atomic_write` will do it
+    (a temporary file beside the target), not asked of os.access, which says yes to root in
+    places where nothing can be created (/proc, a read-only mount)."""
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".leaklab-check.", dir=folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.remove(temp)
+    return None
 
 
 def check_writable_dir(path: str | os.PathLike[str]) -> Path:
@@ -41,8 +57,9 @@ def check_writable_dir(path: str | os.PathLike[str]) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UnwritablePath(f"cannot create the folder {path}: {exc.strerror or exc}") from exc
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UnwritablePath(f"the folder {path} is not writable")
+    why = _cannot_create_in(path)
+    if why:
+        raise UnwritablePath(f"the folder {path} is not writable: {why}")
     return path
 
 

@@ -7,6 +7,7 @@ import resource
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,10 +31,11 @@ def _bad_paths(tmp_path):
     blocker.write_text("not a folder")
     folder = tmp_path / "a-folder"
     folder.mkdir()
-    return {"under a file": blocker / "out.json", "a folder": folder}
+    # /proc: os.access says yes to root there, but nothing can be created in it.
+    return {"under a file": blocker / "out.json", "a folder": folder, "in /proc": Path("/proc") / "leaklab-out.json"}
 
 
-@pytest.mark.parametrize("which", ["under a file", "a folder"])
+@pytest.mark.parametrize("which", ["under a file", "a folder", "in /proc"])
 @pytest.mark.parametrize("option", ["--results", "--plot", "--plot-dir"])
 def test_run_checks_its_output_paths_before_running_anything(tmp_path, capsys, option, which):
     path = _bad_paths(tmp_path)[which]
@@ -43,7 +45,7 @@ def test_run_checks_its_output_paths_before_running_anything(tmp_path, capsys, o
     assert code == 2, (out, err)
     assert "running" not in err and out == ""  # refused at once, nothing ran
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert err.startswith(f"leaklab: {option}: ") and ("a-file" in err or "a-folder" in err), err
+    assert err.startswith(f"leaklab: {option}: ") and any(name in err for name in ("a-file", "a-folder", "/proc")), err
 
 
 def test_bench_and_catalog_check_their_output_paths_first(tmp_path, capsys):
