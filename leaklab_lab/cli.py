@@ -58,7 +58,7 @@ def _write(what: str, path: Any, writer: Any) -> None:
 
 
 # What the lab's commands import beyond the package's own dependencies, and the extra that brings it.
-EXTRAS = {"torchvision": "lab", "matplotlib": "lab", "pytest": "lab", "pytest_benchmark": "lab", "IPython": "test"}
+EXTRAS = {"matplotlib": "lab", "pytest": "lab", "pytest_benchmark": "lab", "IPython": "test"}
 
 
 def _needs_extras(command: str, handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -152,6 +152,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.plot and len(cases) != 1:
         raise BadInput("--plot draws one case: name exactly one")
     _check_outputs(files={"--results": args.results, "--plot": args.plot}, folders={"--plot-dir": args.plot_dir})
+    if args.plot or args.plot_dir:
+        from leaklab_lab.plot import pyplot
+
+        pyplot()  # matplotlib missing: one line now, not after every case has run
     rows: dict[str, dict[str, str]] = {}  # slug -> its row, shown in the catalog's order
     entries, failures = [], 0
     skipped_runs: dict[str, str] = {}  # run key -> why it did not run here, for compare
@@ -234,13 +238,7 @@ def _bench_written(args: argparse.Namespace, device: str, benchmarks: dict[str, 
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    import importlib.util
-
     from leaklab_lab import timing
-
-    if not (args.sensitivity or args.matching) and importlib.util.find_spec("torchvision") is None:
-        # before any figure is printed: the answer is one line
-        raise ModuleNotFoundError("No module named 'torchvision'", name="torchvision")
 
     device = _device(args.device)
     _check_outputs(files={"--results": args.results})

@@ -19,21 +19,23 @@ from leaklab_lab.cases import Case
 from leaklab_lab.results import case_runs, role_of
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot, headless; one line naming the extra where matplotlib is missing (a run
+    asked for curves checks this before it runs anything)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise BadInput("drawing curves needs matplotlib: pip install 'leaklab[plot]'") from exc
+        raise BadInput("drawing curves needs matplotlib, which is not installed here: pip install -e '.[lab]'") from exc
     return plt
 
 
 def plot_case(case: Case, leak: Report, fixes: list[Report], path: str | Path) -> None:
     """One small figure: the case's resource (and any other that moved in the leak), per step,
     for the leak and each fix; the leak's staircase against the fix's flat line."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     runs = [leak, *fixes]

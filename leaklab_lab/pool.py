@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -39,8 +40,13 @@ def run_pair(slug: str, device: str, attribute: bool) -> dict[str, list[dict[str
 
     case = get_case(slug)
     print(f"running {slug} on {device} ...", file=sys.stderr, flush=True)
-    leak = run_case(case, "leak", device, attribute=attribute)
-    fixes = [run_case(case, "fix", device, script) for script in case.fixes]
+    with warnings.catch_warnings():
+        # The cases about DataLoader workers start more of them than a small machine has cores, on
+        # purpose: torch's advice to start fewer is not their lesson, and said for every such case
+        # it buries what the run says.
+        warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+        leak = run_case(case, "leak", device, attribute=attribute)
+        fixes = [run_case(case, "fix", device, script) for script in case.fixes]
     return {"leak": [leak.to_json()], "fix": [fix.to_json() for fix in fixes]}
 
 
