@@ -36,9 +36,27 @@ import torch
 
 from leaklab.files import UnwritablePath, atomic_write, check_writable
 from leaklab.measure import Probe, is_user_file, storage_key
-from leaklab.report import Site
+from leaklab.verdict import format_bytes
 
 _MAX_NODES = 200_000
+
+
+@dataclass
+class Site:
+    """A source line where memory that stayed alive was allocated."""
+
+    filename: str
+    lineno: int
+    function: str
+    bytes: int
+    count: int
+    stack: list[tuple[str, int, str]] = field(default_factory=list)
+    code: str = ""
+    held_by: str = ""   # the container that keeps the blocks alive, as a path from the step
+
+    def __str__(self) -> str:
+        held = f", held by {self.held_by}" if self.held_by else ""
+        return f"{self.filename}:{self.lineno} in {self.function}: {format_bytes(self.bytes)} in {self.count} block(s){held}"
 
 
 @dataclass

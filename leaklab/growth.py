@@ -21,20 +21,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from leaklab import resources as known
+from leaklab.attribution import graph_sizes, reachable_tensors
 from leaklab.measure import file_mappings
 
-# What a census reads to name each resource's growth: Python objects (their types, and the
-# containers that get longer: a leak of tensors is a leak of Tensor objects kept somewhere),
-# threads, descriptors, mappings.
-KIND_OF = {"python_objects": "objects", "cpu_tensors": "objects", "device_allocated": "objects", "host_heap": "objects",
-           "threads": "threads", "open_fds": "descriptors", "mapped_files": "mappings", "mapped_file_bytes": "mappings"}
 # Lines kept per kind.
 MAX_LINES = 3
 
 
 def kinds(resources: set[str]) -> set[str]:
-    """What to take a census of, to name the growth of ``resources``."""
-    return {KIND_OF[name] for name in resources if name in KIND_OF}
+    """What to take a census of, to name the growth of ``resources`` (each resource's
+    :attr:`~leaklab.resources.Resource.census`: Python objects, their types and the containers
+    that get longer, since a leak of tensors is a leak of Tensor objects kept somewhere; threads,
+    descriptors, mappings)."""
+    return {census for name in resources if (census := known.get(name).census)}
 
 
 @dataclass
@@ -105,8 +105,6 @@ def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = Tr
     whose reachable containers and autograd graphs are measured (for ``objects``), in one walk.
     The walk makes Python wrappers of autograd nodes, which must not count as the step's: the
     ``first`` census walks before counting the types, the second after."""
-    from leaklab.attribution import graph_sizes, reachable_tensors
-
     census = Census()
     if "objects" in what:
         def walk() -> None:
@@ -219,4 +217,4 @@ def _describe(obj: Any) -> str:
     return f"a {_type_name(obj)}"
 
 
-__all__ = ["KIND_OF", "Census", "growth", "kinds", "take"]
+__all__ = ["Census", "growth", "kinds", "take"]

@@ -586,19 +586,21 @@ class Probe:
     the measured steps are frozen, so each collection scans only what the step made since.
     """
 
-    def __init__(self, device: str = "cpu", resources: tuple[str, ...] = (), track_tensors: bool = False) -> None:
-        from leaklab import resources as catalog_of_resources
-
+    def __init__(self, device: str, watched: tuple[Any, ...], track_tensors: bool = False) -> None:
+        """``watched``: the resources to read (:class:`leaklab.resources.Resource`, resolved by the
+        caller: :func:`leaklab.resources.resolve`)."""
         self.device = device
-        self.kind = catalog_of_resources.device_type(device)
-        self.watched = (tuple(catalog_of_resources.get(name) for name in resources) if resources
-                        else catalog_of_resources.defaults(device))
+        self.kind = device.split(":", 1)[0]
+        self.watched = tuple(watched)
         self.resources = tuple(r.name for r in self.watched)
         self.track_tensors = track_tensors  # count CPU tensors even when not watched (attribution needs them)
         self.tensors: LiveTensorBytes | None = None
         self.garbage = Garbage()
         self._own_shared = True  # scan our own descriptors until a scan finds none
-        self._resets_peak = "device_peak" in self.resources
+        # Peaks reset at every reading: the CUDA allocator's own (the CPU tensor counter's resets as it is read).
+        self._resets_peak = any(r.resets and not r.tensor_counter for r in self.watched)
+        self._counts_tensors = any(r.tensor_counter for r in self.watched)
+        self._tracks_tensor_peak = any(r.tensor_counter and r.resets for r in self.watched)
         self.heap_after_collect = 0
         self._garbage_seen = False  # whether a collection has found reference cycles yet
         self._cuda_reader: Callable[[], dict[str, Any]] | None = None
@@ -614,9 +616,9 @@ class Probe:
         gc.freeze()
         if self.kind == "cuda":
             warm_up_cuda(self.device)
-        if ({"cpu_tensors", "cpu_tensors_peak"} & set(self.resources)) or (self.track_tensors and self.kind == "cpu"):
+        if self._counts_tensors or (self.track_tensors and self.kind == "cpu"):
             # Sites are recorded only once attribution starts (after the measured steps).
-            self.tensors = LiveTensorBytes(track_peak="cpu_tensors_peak" in self.resources)
+            self.tensors = LiveTensorBytes(track_peak=self._tracks_tensor_peak)
             self.tensors.__enter__()
         return self
 
@@ -646,9 +648,9 @@ class Probe:
         """One reading of every watched resource (or ``only`` these), after collecting garbage."""
         self.collect()
         reading = Reading(self)
-        readings = {resource.name: int(resource.read(reading)) for resource in self.watched
-                    if only is None or resource.name in only}
-        if only is not None and "cpu_tensors" not in only:
+        read = [resource for resource in self.watched if only is None or resource.name in only]
+        readings = {resource.name: int(resource.read(reading)) for resource in read}
+        if only is not None and not any(resource.tensor_counter for resource in read):
             self.prune()
         if self._resets_peak:
             torch.cuda.reset_peak_memory_stats(self.device)

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from leaklab import resources as known
+from leaklab.attribution import Site
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
 
 # The exit codes of `leaklab check` (and the meaning of a report for a CI), in one place.
@@ -76,24 +77,6 @@ def _duration(hours: float) -> str:
     if hours < 24 * 365 * 10:
         return f"{hours / 24:.0f} days"
     return "over ten years"
-
-
-@dataclass
-class Site:
-    """A source line where memory that stayed alive was allocated."""
-
-    filename: str
-    lineno: int
-    function: str
-    bytes: int
-    count: int
-    stack: list[tuple[str, int, str]] = field(default_factory=list)
-    code: str = ""
-    held_by: str = ""   # the container that keeps the blocks alive, as a path from the step
-
-    def __str__(self) -> str:
-        held = f", held by {self.held_by}" if self.held_by else ""
-        return f"{self.filename}:{self.lineno} in {self.function}: {format_bytes(self.bytes)} in {self.count} block(s){held}"
 
 
 @dataclass
@@ -271,9 +254,7 @@ class Report:
                 line += f", held by {site.held_by}"
         elif self.history and self.verdict != BOUNDED:
             line += f"; {self.history}"
-        from leaklab.growth import KIND_OF
-
-        named = self.growth.get(KIND_OF.get(resource, ""))
+        named = self.growth.get(known.BY_NAME[resource].census or "") if resource in known.BY_NAME else None
         if named and self.verdict == GROWS and site is None:
             line += f"; {named[0]}"
         if self.children_left:

@@ -8,19 +8,32 @@ move with allocator noise), the smallest cache worth calling a plateau, the budg
 run is stopped, how much may stay behind after the step is dropped, and its rank in the
 headline (the most specific resource is named first: a CPU tensor leak also grows the heap).
 
-Adding a resource is one new object in :data:`ALL` and its test.
+It also owns what the rest of the tool needs to know of it: what a census reads to name its
+growth (``census``), what holds a leak that lives in it (``holder``, for the resemblance), how
+much of it there is to run out of (``capacity``), whether it needs the CPU tensor counter, and
+how a pass treats it (``long_pass``, ``long_growth``). Adding a resource is one new object in
+:data:`ALL` and its test.
 """
 
 from __future__ import annotations
 
 import os
+import resource as rlimits
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from leaklab.measure import Reading
+import psutil
+import torch
+
+from leaklab.measure import (
+    Reading,
+    pinned_host_bytes,
+    resident_anonymous_bytes,
+    thread_count,
+    worker_uss_bytes,
+)
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -62,6 +75,13 @@ class Resource:
                                       # (leaklab.verdict.creeps) rather than called bounded
     long_growth: bool = False         # growth in this counter alone is watched through that long pass too,
                                       # and must keep its rate through it (leaklab.verdict.confirm_creep)
+    census: str | None = None         # what a census reads to name its growth (leaklab.growth): objects,
+                                      # threads, descriptors, mappings; None: its growth is not named
+    holder: str | None = None         # what holds a leak that lives here, whatever the naming says
+                                      # (leaklab.signature): workers, threads, descriptors, mappings
+    capacity: Callable[[str], float | None] | None = None  # how much there is to run out of, on a device
+    tensor_counter: bool = False      # read from the CPU tensor counter (leaklab.measure.LiveTensorBytes)
+    unavailable: Callable[[], str | None] | None = None    # why this torch or machine cannot read it, if so
 
     def format(self, value: float) -> str:
         if self.unit == "B":
@@ -110,20 +130,14 @@ _CLEAR_TYPE_CACHE = getattr(sys, "_clear_internal_caches", None) or sys._clear_t
 
 
 def _pinned_host(reading: Reading) -> int:
-    from leaklab.measure import pinned_host_bytes
-
     return pinned_host_bytes(cuda_checked=True) or 0  # a CUDA-only resource: the probe checked CUDA
 
 
 def _host_rss(reading: Reading) -> int:
-    from leaklab.measure import resident_anonymous_bytes
-
     return resident_anonymous_bytes()
 
 
 def _worker_memory(reading: Reading) -> int:
-    from leaklab.measure import worker_uss_bytes
-
     return worker_uss_bytes(reading.children())
 
 
@@ -136,8 +150,6 @@ def _children(reading: Reading) -> int:
 
 
 def _threads(reading: Reading) -> int:
-    from leaklab.measure import thread_count
-
     return thread_count(["self", *reading.children()])
 
 
@@ -180,25 +192,52 @@ def _open_fds(reading: Reading) -> int:
     return count_open_fds()
 
 
+# --------------------------------------------------------------------------- capacities
+def _device_memory(device: str) -> float | None:
+    return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+
+
+def _host_memory(device: str) -> float | None:
+    return float(psutil.virtual_memory().total)
+
+
+def _descriptor_limit(device: str) -> float | None:
+    return float(rlimits.getrlimit(rlimits.RLIMIT_NOFILE)[0])
+
+
+def _kernel_limit(path: str) -> Callable[[str], float | None]:
+    def limit(device: str) -> float | None:
+        try:
+            return float(Path(path).read_text())
+        except (OSError, ValueError):
+            return None
+
+    return limit
+
+
+def _pinned_unavailable() -> str | None:
+    return "pinned_host: this torch does not report pinned host memory" if pinned_host_bytes() is None else None
+
+
 DEVICE_ALLOCATED = Resource(
     "device_allocated", "device memory held by live tensors (torch.cuda.memory_allocated)",
     "the CUDA caching allocator's allocated bytes (torch.cuda.memory_stats)", ("cuda",), _device_allocated,
     exact=True, quantum=512, floor=0, plateau_min=64 * KiB, budget=512 * MiB, release_tolerance=64 * KiB, rank=0,
-    holds_tensors=True)
+    holds_tensors=True, census="objects", capacity=_device_memory)
 CPU_TENSORS = Resource(
     "cpu_tensors", "bytes of live CPU tensor storages, autograd-saved ones included",
     "exact live CPU storage bytes, counted by a TorchDispatchMode through weak references", ("cpu",), _cpu_tensors,
     exact=True, quantum=1, floor=0, plateau_min=64 * KiB, budget=512 * MiB, release_tolerance=64 * KiB, rank=1,
-    holds_tensors=True)
+    holds_tensors=True, census="objects", capacity=_host_memory, tensor_counter=True)
 PINNED_HOST = Resource(
     "pinned_host", "pinned host memory held by PyTorch's host caching allocator",
     "torch.cuda.host_memory_stats()", ("cuda",), _pinned_host,
-    exact=True, quantum=1, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=2, cache=True)
+    exact=True, quantum=1, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=2, cache=True, capacity=_host_memory, unavailable=_pinned_unavailable)
 SHARED_MEMORY = Resource(
     "shared_memory", "shared-memory files (/dev/shm) held open by this process and its children, e.g. "
     "batches in flight from DataLoader workers",
     "/dev/shm files held open by the process and its children", ("cpu", "cuda"), _shared_memory,
-    exact=False, quantum=4 * KiB, floor=0, plateau_min=1 * MiB, budget=2 * GiB, release_tolerance=0, rank=3)
+    exact=False, quantum=4 * KiB, floor=0, plateau_min=1 * MiB, budget=2 * GiB, release_tolerance=0, rank=3, holder="workers", capacity=_host_memory)
 WORKER_MEMORY = Resource(
     "worker_memory", "unique memory (USS) of child processes such as DataLoader workers",
     "USS of child processes (psutil): copy-on-write growth in DataLoader workers", ("cpu", "cuda"), _worker_memory,
@@ -208,42 +247,42 @@ WORKER_MEMORY = Resource(
     # a smaller rise that stops is their warm-up, not a cache.
     # No long pass under the floor: a worker's copy-on-write touches of its dataset rise steadily
     # through a whole epoch (num_workers_gpu_memory's fix grew through a long pass, tried).
-    exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=4 * MiB, budget=1 * GiB, release_tolerance=0, rank=4)
+    exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=4 * MiB, budget=1 * GiB, release_tolerance=0, rank=4, holder="workers", capacity=_host_memory)
 CHILDREN = Resource(
     "children", "child processes of this process that are running (multiprocessing's own helpers left out)",
     "/proc/<pid>/task/<pid>/children and multiprocessing.active_children()", ("cpu", "cuda"), _children,
     # No release check here: the run stops the step's children itself and reports them (children_left).
-    exact=True, quantum=1, floor=0, plateau_min=1, budget=64, release_tolerance=None, rank=5, unit="processes")
+    exact=True, quantum=1, floor=0, plateau_min=1, budget=64, release_tolerance=None, rank=5, unit="processes", holder="workers")
 THREADS = Resource(
     "threads", "threads of this process and of its child processes (Python's and native ones)",
     "the entries of /proc/<pid>/task of the process and its children", ("cpu", "cuda"), _threads,
     # A thread that was just joined may still be counted for a moment (seen: 1 reading in 50),
     # a blip that a slope through the series does not follow.
-    exact=True, quantum=1, floor=0, plateau_min=8, budget=1024, release_tolerance=None, rank=6, unit="threads")
+    exact=True, quantum=1, floor=0, plateau_min=8, budget=1024, release_tolerance=None, rank=6, unit="threads", census="threads", holder="threads", capacity=_kernel_limit("/proc/sys/kernel/threads-max"))
 MAPPED_FILES = Resource(
     "mapped_files", "file-backed memory mappings of this process (mmap, torch.load(mmap=True), from_file)",
     "the file-backed lines of /proc/self/maps (/dev/shm's left to shared_memory), listed again only when "
     "the virtual size in /proc/self/statm changed", ("cpu", "cuda"),
     _mapped_files,
     # Loading a library maps it in several pieces: a lazily imported extension is a jump, not a trend.
-    exact=True, quantum=1, floor=0, plateau_min=16, budget=16384, release_tolerance=None, rank=7, unit="mappings")
+    exact=True, quantum=1, floor=0, plateau_min=16, budget=16384, release_tolerance=None, rank=7, unit="mappings", census="mappings", holder="mappings", capacity=_kernel_limit("/proc/sys/vm/max_map_count"))
 MAPPED_FILE_BYTES = Resource(
     "mapped_file_bytes", "resident pages of file-backed mappings (touched pages of mapped files and libraries)",
     "RssFile: in /proc/self/status, read again only when statm's shared pages changed", ("cpu", "cuda"),
     _mapped_file_bytes,
     # Code pages of libraries are faulted in when a code path first runs: one-off jumps of a few
     # pages, which a slope through the series does not follow.
-    exact=True, quantum=4 * KiB, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=8)
+    exact=True, quantum=4 * KiB, floor=0, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=8, census="mappings", holder="mappings", capacity=_host_memory)
 OPEN_FDS = Resource(
     "open_fds", "file descriptors this process holds open (files, sockets, pipes)",
     "/proc/self/fd", ("cpu", "cuda"), _open_fds,
-    exact=True, quantum=1, floor=0, plateau_min=8, budget=4096, release_tolerance=None, rank=9, unit="fds")
+    exact=True, quantum=1, floor=0, plateau_min=8, budget=4096, release_tolerance=None, rank=9, unit="fds", census="descriptors", holder="descriptors", capacity=_descriptor_limit)
 DEVICE_RESERVED = Resource(
     "device_reserved", "device memory reserved by the caching allocator (torch.cuda.memory_reserved)",
     "the CUDA caching allocator's reserved bytes (same stats read)", ("cuda",), _device_reserved,
     # No budget: reserved memory is a cache that one resnet18 step at batch 64 fills past 2 GiB on
     # the H200 (measured); a leak of tensors is stopped by device_allocated's budget.
-    exact=False, quantum=2 * MiB, floor=0, plateau_min=2 * MiB, budget=None, release_tolerance=None, rank=10, cache=True)
+    exact=False, quantum=2 * MiB, floor=0, plateau_min=2 * MiB, budget=None, release_tolerance=None, rank=10, cache=True, capacity=_device_memory)
 # One reading walks every pymalloc pool: ~60-90 µs in a process running torch (measured), the
 # costliest reading, and watched by default all the same: a leak of small Python objects (hooks,
 # handlers, closures kept per step) is seen by nothing else.
@@ -264,7 +303,7 @@ PYTHON_OBJECTS = Resource(
     # After the heap in the headline: a C library's cache keyed by a Python object (oneDNN's per
     # shape) grows both, by kilobytes of heap and a block of objects; a leak of Python objects
     # alone leaves the heap under its floor, and its naming line says what the objects are.
-    rank=12, unit="blocks")
+    rank=12, unit="blocks", census="objects")
 # The heap drifts upward by a few hundred bytes per step for dozens of steps in real steps with
 # nothing leaking (DataLoaders, pinned-memory loops on the H200: 185-477 B/step; and while cpu_tensors
 # is counted, a TorchDispatchMode on every operator, ~0.9 KiB/step on fixes/lru_cache_unbounded.py,
@@ -275,25 +314,26 @@ HOST_HEAP = Resource(
     "host_heap", "bytes in use in the process's C heap (glibc mallinfo2)",
     "glibc mallinfo2() bytes in use (RSS would hide freed-but-resident pages)", ("cpu", "cuda"), _host_heap,
     exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=11,
-    long_pass=True)
-def _peak(name: str, description: str, source: str, device: str, read: Callable[[Reading], int], quantum: int) -> Resource:
+    long_pass=True, census="objects", capacity=_host_memory)
+def _peak(name: str, description: str, source: str, device: str, read: Callable[[Reading], int], quantum: int,
+          **facts: object) -> Resource:
     """A peak: the most a tensor counter held during each step, reset at every reading; shown,
     never judged, and watched only when asked for (see each one's reason below)."""
     return Resource(name, description, source, (device,), read, exact=True, quantum=quantum, floor=0,
                     plateau_min=64 * KiB, budget=None, release_tolerance=None, rank=13, judged=False, resets=True,
-                    optional=True)
+                    optional=True, **facts)
 
 
 # Opt-in: resetting the peak after every reading changes what the step's own
 # torch.cuda.max_memory_allocated() returns (fragmentation's reserved/peak metric did).
 DEVICE_PEAK = _peak(
     "device_peak", "the most device memory live tensors held at any moment of the step (reset every step)",
-    "the CUDA caching allocator's peak allocated bytes, reset after each reading", "cuda", _device_peak, 512)
+    "the CUDA caching allocator's peak allocated bytes, reset after each reading", "cuda", _device_peak, 512, capacity=_device_memory)
 # Opt-in: keeping the peak walks the live storages at every allocation (a step with many small
 # tensors slows down).
 CPU_TENSORS_PEAK = _peak(
     "cpu_tensors_peak", "the most bytes of CPU tensor storages alive at any moment of the step (reset every step)",
-    "cpu_tensors' counter, read after every new storage", "cpu", _cpu_tensors_peak, 1)
+    "cpu_tensors' counter, read after every new storage", "cpu", _cpu_tensors_peak, 1, capacity=_host_memory, tensor_counter=True)
 # Opt-in: resident memory moves with first touches of pages, thread stacks and the allocator
 # giving pages back, so a default watch would call noise growth; where the heap's bytes in use
 # are flat while the process's memory climbs (malloc arenas fragmented by many threads), this is
@@ -302,7 +342,7 @@ HOST_RSS = Resource(
     "host_rss", "resident anonymous memory of the process: what the OS charges it, free-but-held heap included",
     "RssAnon in /proc/self/status", ("cpu", "cuda"), _host_rss,
     exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=2 * GiB, release_tolerance=None, rank=14,
-    optional=True)
+    optional=True, capacity=_host_memory)
 
 ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, CHILDREN,
                              THREADS, MAPPED_FILES, MAPPED_FILE_BYTES, OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, CPU_TENSORS_PEAK, HOST_RSS)
@@ -326,23 +366,18 @@ def device_type(device: str) -> str:
 def defaults(device: str) -> tuple[Resource, ...]:
     """What a run on ``device`` watches unless told otherwise."""
     kind = device_type(device)
-    found = [r for r in ALL if kind in r.devices and not r.optional]
-    if PINNED_HOST in found:
-        from leaklab.measure import pinned_host_bytes
+    return tuple(r for r in ALL if kind in r.devices and not r.optional and not (r.unavailable and r.unavailable()))
 
-        if pinned_host_bytes() is None:  # this torch cannot report pinned memory
-            found.remove(PINNED_HOST)
-    return tuple(found)
+
+def resolve(device: str, names: tuple[str, ...] = ()) -> tuple[Resource, ...]:
+    """The resources a run on ``device`` watches: those ``names`` (a ValueError for an unknown
+    one), or the defaults."""
+    return tuple(get(name) for name in names) if names else defaults(device)
 
 
 def readable(resource: Resource, device: str) -> str | None:
     """Why ``resource`` cannot be read for a run on ``device``, or None when it can."""
     kind = device_type(device)
-    if resource in (DEVICE_ALLOCATED, DEVICE_RESERVED, DEVICE_PEAK, PINNED_HOST) and kind != "cuda":
+    if kind not in resource.devices and resource.devices == ("cuda",):
         return f"{resource.name} is a CUDA counter: it needs --device cuda"
-    if resource is PINNED_HOST:
-        from leaklab.measure import pinned_host_bytes
-
-        if pinned_host_bytes() is None:
-            return "pinned_host: this torch does not report pinned host memory"
-    return None
+    return resource.unavailable() if resource.unavailable else None

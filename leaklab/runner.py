@@ -169,25 +169,6 @@ class RunOptions:
         return device
 
 
-def capacity(resource: known.Resource, device: str) -> float | None:
-    """How much of ``resource`` there is to run out of, or None where that is not known."""
-    if resource.unit != "B":
-        if resource is known.OPEN_FDS:
-            import resource as rlimits
-
-            return float(rlimits.getrlimit(rlimits.RLIMIT_NOFILE)[0])
-        limits = {known.MAPPED_FILES.name: "/proc/sys/vm/max_map_count", known.THREADS.name: "/proc/sys/kernel/threads-max"}
-        if resource.name in limits:
-            try:
-                return float(Path(limits[resource.name]).read_text())
-            except (OSError, ValueError):
-                return None
-        return None
-    if resource in (known.DEVICE_ALLOCATED, known.DEVICE_RESERVED, known.DEVICE_PEAK):
-        return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
-    return float(psutil.virtual_memory().total)
-
-
 class _Series:
     """Readings of every watched resource, in arrays allocated before the first step: the
     harness must allocate nothing per step, or it would be the leak it measures."""
@@ -343,7 +324,7 @@ def resemble(report: Report) -> None:
 
 
 def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> None:
-    probe = Probe(device, tuple(options.resources), track_tensors=options.attribute)
+    probe = Probe(device, known.resolve(device, tuple(options.resources)), track_tensors=options.attribute)
     watched = probe.watched
     budget = {r.name: options.budget.get(r.name, r.budget) for r in watched}
     series = _Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
@@ -726,7 +707,8 @@ def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], 
             continue  # the budget cut the run before this resource had a series to judge
         values = (extended or {}).get(resource.name) or series.series(resource.name)
         result = ResourceResult(resource.name, values, trend, report.before_build.get(resource.name, values[0]))
-        total = options.exhaust_at if options.exhaust_at and resource.unit == "B" else capacity(resource, device)
+        total = (options.exhaust_at if options.exhaust_at and resource.unit == "B"
+                 else resource.capacity(device) if resource.capacity else None)
         if total is not None:
             result.steps_to_exhaust = trend.steps_to_exhaust(values[-1], total)
             if result.steps_to_exhaust is not None and median_seconds:

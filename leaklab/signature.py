@@ -32,8 +32,6 @@ SHOWN = 3                           # entries named at most
 
 # What holds the growth, read from what the report names (naming, attribution, the autograd line).
 HOLDERS = ("autograd_history", "hook_dict", "cache", "container", "workers", "threads", "descriptors", "mappings")
-_RESOURCE_HOLDER = {"worker_memory": "workers", "shared_memory": "workers", "children": "workers", "threads": "threads",
-                    "open_fds": "descriptors", "mapped_files": "mappings", "mapped_file_bytes": "mappings"}
 # What is held, read from the type of what the holder gains.
 HELD = ("tensor", "module", "optimizer", "callable", "exception", "object")
 
@@ -103,14 +101,13 @@ def signature(report: Any) -> Signature | None:
         texts.append(f"held by {site.held_by}")
     if report.history:
         texts.append(report.history)
-    from leaklab.growth import KIND_OF
-
-    kind = KIND_OF.get(headline or "")
+    kind = known.BY_NAME[headline].census if headline in known.BY_NAME else None
     texts += list(report.growth.get(kind, [])) if kind else []
     texts += [line for lines in report.growth.values() for line in lines]
     # Where the leak lives in processes, threads, descriptors or mappings, that is its holder;
     # otherwise what the naming, attribution and autograd lines say holds it.
-    holder = _RESOURCE_HOLDER.get(headline or "") or next((found for text in texts if (found := _holder_kind(text))), None)
+    own = known.BY_NAME[headline].holder if headline in known.BY_NAME else None
+    holder = own or next((found for text in texts if (found := _holder_kind(text))), None)
     held = next((found for text in texts if (found := _held_kind(text))), None)
     if held is None and headline in ("cpu_tensors", "device_allocated"):
         held = "tensor"

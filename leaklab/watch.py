@@ -60,11 +60,12 @@ class Watch:
     # ------------------------------------------------------------------ the block
     def __enter__(self) -> Watch:
         from leaklab.measure import Probe, live_children
+        from leaklab.resources import resolve
         from leaklab.runner import _Series
 
         self.device = self.options.validate(self.device)
         self._children_before = {p.pid for p in live_children()}
-        probe = Probe(self.device, tuple(self.options.resources))
+        probe = Probe(self.device, resolve(self.device, tuple(self.options.resources)))
         self._budget = {r.name: self.options.budget.get(r.name, r.budget) for r in probe.watched}
         self._series = _Series(probe.resources, self.options.steps + 1)
         self._counters_start: dict[str, int] = {}

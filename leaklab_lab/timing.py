@@ -162,9 +162,10 @@ def empty_cache_ratios(blocks: int = 3, steps_per_block: int = 20) -> dict[str, 
 def probe_overhead(device: str, rounds: int = 40) -> dict[str, dict[str, Any]]:
     """A resnet18 step alone, and followed by one reading of every default resource."""
     from leaklab.measure import Probe
+    from leaklab.resources import resolve
 
     step = resnet18_step(device)
-    with Probe(device, resources=("host_heap", "worker_memory") if device == "cpu" else ()) as probe:
+    with Probe(device, resolve(device, ("host_heap", "worker_memory") if device == "cpu" else ())) as probe:
         def probed() -> None:
             step()
             probe.sample()
@@ -175,7 +176,7 @@ def probe_overhead(device: str, rounds: int = 40) -> dict[str, dict[str, Any]]:
 
 def probe_costs(device: str, calls: int = 200) -> dict[str, dict[str, Any]]:
     """Microseconds one reading of each resource costs, after a resnet18 step (median of calls)."""
-    from leaklab.resources import defaults
+    from leaklab.resources import defaults, resolve
 
     step = resnet18_step(device)
     step()
@@ -189,7 +190,7 @@ def probe_costs(device: str, calls: int = 200) -> dict[str, dict[str, Any]]:
     # Each call follows the probe's own collection (of what came after the freeze), as in a sample.
     from leaklab.measure import Probe
 
-    with Probe(device, ("host_heap",)) as probe:
+    with Probe(device, resolve(device, ("host_heap",))) as probe:
         costs[ALLOCATED_BLOCKS] = _call_cost(sys.getallocatedblocks, calls, before=probe.collect)
     return costs
 
@@ -209,8 +210,9 @@ def _call_cost(call: Callable[[], Any], calls: int, before: Callable[[], Any] | 
 def _sample_cost(device: str, resources: tuple[str, ...], calls: int) -> dict[str, Any]:
     """Median and quartiles, in microseconds, of ``calls`` samples of ``resources`` (all defaults: ())."""
     from leaklab.measure import Probe
+    from leaklab.resources import resolve
 
-    with Probe(device, resources) as probe:
+    with Probe(device, resolve(device, resources)) as probe:
         return _call_cost(probe.sample, calls)
 
 

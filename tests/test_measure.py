@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from leaklab.measure import HOST_HEAP_SOURCE, LiveTensorBytes, Probe, host_heap_bytes, user_stack
+from leaklab.resources import resolve
 
 
 def test_counts_a_new_tensor_exactly_and_forgets_it_when_it_dies():
@@ -76,7 +77,7 @@ def test_host_heap_sees_a_known_malloc_and_its_free():
 
 
 def test_probe_reads_every_cpu_resource():
-    with Probe("cpu") as probe:
+    with Probe("cpu", resolve("cpu")) as probe:
         sample = probe.sample()
     assert set(sample) == {"cpu_tensors", "host_heap", "worker_memory", "shared_memory", "children", "open_fds",
                            "threads", "mapped_files", "mapped_file_bytes", "python_objects"}
@@ -99,9 +100,9 @@ def test_open_fds_counts_each_descriptor_exactly(counter):
     assert count() == before
 
 
-def test_probe_rejects_an_unknown_resource():
+def test_an_unknown_resource_is_refused():
     with pytest.raises(ValueError, match="unknown resource"):
-        Probe("cpu", ("gpu_ram",))
+        resolve("cpu", ("gpu_ram",))
 
 
 def test_user_stack_skips_torch_frames():
@@ -161,7 +162,7 @@ def test_a_shared_memory_file_held_by_parent_and_child_counts_once():
         handle.truncate(3 * 1024 * 1024)
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=[handle.fileno()])
         try:
-            with Probe("cpu", ("shared_memory",)) as probe:
+            with Probe("cpu", resolve("cpu", ("shared_memory",))) as probe:
                 held = probe.sample()["shared_memory"]
         finally:
             child.kill()
@@ -242,7 +243,7 @@ def test_the_probes_cuda_counters_are_the_allocators_own():
     from leaklab.measure import cuda_stats_reader
 
     held = torch.ones(3 * 2**20, device="cuda")  # 12 MiB
-    with Probe("cuda", ("device_allocated", "device_reserved", "device_peak")) as probe:
+    with Probe("cuda", resolve("cuda", ("device_allocated", "device_reserved", "device_peak"))) as probe:
         sample = probe.sample()
         assert sample["device_allocated"] == torch.cuda.memory_allocated()
         assert sample["device_reserved"] == torch.cuda.memory_reserved()
@@ -256,7 +257,7 @@ def test_the_probes_cuda_counters_are_the_allocators_own():
 def test_a_reading_of_some_resources_keeps_the_tensor_counter_from_piling_up():
     # The long pass reads the heap alone; the tensor counter's dead storages are dropped when it
     # is read, and must be all the same, or they would be the heap growth that pass watches.
-    with Probe("cpu", ("cpu_tensors", "host_heap")) as probe:
+    with Probe("cpu", resolve("cpu", ("cpu_tensors", "host_heap"))) as probe:
         for _ in range(300):
             (torch.ones(64) * 2).sum()
             probe.sample(["host_heap"])
@@ -363,3 +364,16 @@ def test_python_objects_do_not_creep_under_the_tensor_counter():
     finally:
         gc.unfreeze()
     assert readings[-1] - readings[30] <= 10, list(readings[30::10])
+
+
+def test_every_resource_owns_its_facts():
+    """What the runner, the census and the resemblance need of a resource is on the resource:
+    a capacity where one is known, the census that names its growth, its holder."""
+    from leaklab import growth, resources
+
+    for resource in resources.defaults("cpu"):
+        total = resource.capacity("cpu") if resource.capacity else None
+        assert total is None or total > 0, resource.name
+    assert resources.OPEN_FDS.capacity("cpu") > 0 and resources.THREADS.capacity("cpu") > 0
+    assert growth.kinds({"threads", "open_fds", "cpu_tensors", "children"}) == {"threads", "descriptors", "objects"}
+    assert resources.WORKER_MEMORY.holder == "workers" and resources.HOST_HEAP.holder is None
