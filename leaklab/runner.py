@@ -34,6 +34,7 @@ reported as such, never as a verdict on memory.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -44,7 +45,7 @@ import threading
 import time
 import types
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ class RunOptions:
         return device
 
 
-class _Series:
+class Series:
     """Readings of every watched resource, in arrays allocated before the first step: the
     harness must allocate nothing per step, or it would be the leak it measures."""
 
@@ -226,7 +227,7 @@ class _Series:
         return self.values[name][:self.count].tolist()
 
 
-def _call_step(step: Step, series: _Series | None = None) -> None:
+def call_step(step: Step, series: Series | None = None) -> None:
     """Run one step; keep the numbers it returns in ``series`` (reading index ``series.count``)."""
     result = step()
     if series is not None and isinstance(result, Mapping):
@@ -289,7 +290,7 @@ class _TimeLimit:
             signal.signal(signal.SIGALRM, self._previous)
 
 
-def _failure(exc: BaseException, who: str = "the step") -> str:
+def describe_failure(exc: BaseException, who: str = "the step") -> str:
     if isinstance(exc, StepTimeout):
         return f"timed out: {exc}"
     if isinstance(exc, SystemExit):
@@ -327,7 +328,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
     probe = Probe(device, known.resolve(device, tuple(options.resources)), track_tensors=options.attribute)
     watched = probe.watched
     budget = {r.name: options.budget.get(r.name, r.budget) for r in watched}
-    series = _Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
+    series = Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
     limit = _TimeLimit(options.timeout, hard=options.hard_timeout)
     with probe, limit:
         _enter(report, "build", stage=False)
@@ -339,21 +340,21 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             raise
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             name = getattr(factory, "__name__", "the factory")
-            raise BadInput(f"{name}({device!r}) failed: {_failure(exc, 'the factory')}") from None
+            raise BadInput(f"{name}({device!r}) failed: {describe_failure(exc, 'the factory')}") from None
         if not callable(step):
             raise BadInput(f"the factory returned {type(step).__name__}, not a callable that runs one step")
-        built = probe.sample()
+        run = _Run(step, probe, options, budget, probe.sample(), limit, report)
+        del step  # the run holds it, and drops it at the release
         watcher = None
         trends: dict[str, Any] = {}
         censuses = None
-        done = 0
         try:
             # Warm-up runs through the very loop the measured steps use, read for the budget only,
             # so that whatever that loop sets up on its first turns is in place before the baseline.
             _enter(report, "warm-up")
             series.count = 0
-            series.add(built, probe, 0.0)
-            done = _measure(step, probe, series, options, options.warmup, budget, built, limit, report, 0, quiet=True)
+            series.add(run.built, probe, 0.0)
+            run.measure(series, options.warmup, quiet=True)
             report.stopped_in_warmup = report.stopped_by_budget is not None
             counters_start: dict[str, int] = {}
             restarts = 0
@@ -365,17 +366,15 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 probe.freeze_existing()
                 if probe.kind == "cuda":
                     counters_start = device_counters(device)
-                try:
-                    done = _measure(step, probe, series, options, options.steps, budget, built, limit, report, done,
-                                    start=BASELINE)
-                except (Exception, SystemExit, StepTimeout) as exc:
-                    if before_restart is None:
-                        raise  # the steps asked for: the step's own failure
-                    done = _pass_stopped(report, "re-measured series", exc, limit)
-                    del exc
-                    if series.count < MIN_READINGS:  # too few after the jump to judge: the series before it
-                        series.restore(before_restart)
-                    break
+                if before_restart is None:  # the steps asked for: a failure is the step's own
+                    run.measure(series, options.steps, start=BASELINE)
+                else:
+                    with run.added_pass("re-measured series"):
+                        run.measure(series, options.steps, start=BASELINE)
+                    if report.pass_stopped:
+                        if series.count < MIN_READINGS:  # too few after the jump to judge: the series before it
+                            series.restore(before_restart)
+                        break
                 if report.stopped_by_budget or restarts >= RESTARTS:
                     break
                 jumps = [r.name for r in watched if r.judged and not r.cache and one_jump(series.series(r.name), r) is not None]
@@ -383,8 +382,8 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                     break
                 restarts += 1
                 report.restarts.append(f"{', '.join(jumps)} made one jump and stayed flat (a lazy initialisation): "
-                                       f"measured again after {done} steps")
-            trends = _decide(series, watched, report)
+                                       f"measured again after {run.done} steps")
+            trends = decide_series(series, watched, report)
             crept = _creeping(series, watched, trends)
             first, start = trends, series.count - 1
             if (options.confirm and not report.stopped_by_budget and not report.pass_stopped
@@ -393,21 +392,18 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 # What already grows is named over the confirmation's own steps, between two
                 # censuses, instead of over extra steps after the verdict (see _name_growth).
                 censuses = _Censuses(growth.kinds(_growing(trends)), options.confirm_steps)
-                censuses.before = censuses.take(step, probe)
+                censuses.before = censuses.take(run.step, probe)
                 # What the decision itself keeps alive (a few Python objects, a census) must not read
                 # as a step of the series: the readings go on from where the series stopped.
-                try:
-                    done = _measure(step, probe, series, options, options.confirm_steps, budget, built, limit, report,
-                                    done, start=CONTINUE)
-                except (Exception, SystemExit, StepTimeout) as exc:
-                    done = _pass_stopped(report, "confirmation", exc, limit)
-                    del exc
+                with run.added_pass("confirmation"):
+                    run.measure(series, options.confirm_steps, start=CONTINUE)
+                if report.pass_stopped:
                     series.count = start + 1  # the verdict stays the series' before it
                     censuses = None
-                if not report.pass_stopped:
+                else:
                     if censuses.before is not None:
-                        censuses.after = censuses.take(step, probe, first=False)
-                    trends = _decide(series, watched, report)
+                        censuses.after = censuses.take(run.step, probe, first=False)
+                    trends = decide_series(series, watched, report)
                     if not report.stopped_by_budget:
                         trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
                                   if name in first else trend for name, trend in trends.items()}
@@ -422,7 +418,7 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                       if not report.stopped_by_budget and not report.pass_stopped else [])
             if options.confirm and longer:
                 _enter(report, "long pass")
-                extended, done = _long_pass(step, probe, series, longer, start, options, budget, built, limit, report, done)
+                extended = _long_pass(run, series, longer, start)
                 if not report.pass_stopped:
                     for name in longer:
                         values = extended[name]
@@ -432,61 +428,50 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
             if counters_start:
                 end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
-            _keep(report, series, watched, trends, device, options, extended)
+            keep_series(report, series, watched, trends, device, options, extended)
             if options.attribute and not report.stopped_by_budget and not report.pass_stopped:
                 # Attribution watches a few extra steps after the measured series: recording
                 # allocation stacks costs host memory (the allocator's history lives on the
                 # host), which must not show in the verdicts it explains.
                 _enter(report, "attribution")
-                watcher = attribution.start(probe, step, options.snapshot, snapshot_overwrite=options.snapshot_overwrite,
+                watcher = attribution.start(probe, run.step, options.snapshot,
+                                            snapshot_overwrite=options.snapshot_overwrite,
                                             snapshot_html=options.snapshot_html)
-                try:
+                with run.added_pass("attribution"):
                     for i in range(ATTRIBUTION_STEPS):
-                        report.failed_step = done + i
                         if probe.tensors is not None:
-                            probe.tensors.step = i + 1
-                        limit.arm()
-                        _call_step(step)
-                        limit.disarm()
-                except (Exception, SystemExit, StepTimeout) as exc:
-                    done = _pass_stopped(report, "attribution", exc, limit)
-                    del exc
+                            probe.tensors.step = i + 1  # which attribution step allocated each storage
+                        run.run_steps(1)
             report.failed_step = None
             _enter(report, None)
         except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
             # The step's own failure is reported as such, not as a verdict and not as a crash of ours.
             limit.disarm()
-            report.error = _failure(exc)
+            report.error = describe_failure(exc)
             report.traceback = format_exception(exc)
             del exc
         _enter(report, "release", stage=False)
         if watcher is not None:
-            report.sites, report.history = attribution.finish(watcher, probe, step)
+            report.sites, report.history = attribution.finish(watcher, probe, run.step)
         if report.error is None and not report.stopped_by_budget and not report.pass_stopped:
             try:
-                done = _name_growth(step, probe, report, trends, limit, done, censuses)
+                _name_growth(run, trends, censuses)
             except KeyboardInterrupt as exc:
                 limit.disarm()
-                report.error = _failure(exc)
+                report.error = describe_failure(exc)
                 report.traceback = format_exception(exc)
                 del exc
-            except (Exception, SystemExit, StepTimeout):
-                # The naming steps are ours, not asked for: a step that cannot run that long (a
-                # finite iterator) leaves the growth unnamed, and the verdict stands.
-                limit.disarm()
-                report.failed_step = None
-                report.growth = {}
             _enter(report, "release", stage=False)
         censuses = None  # they hold the step's containers: they go with the step
-        del step
+        run.step = None
         probe.settle(clear_workspaces=True)
         after = probe.sample()
-        if _leftover(watched, before, after):
+        if leftover(watched, before, after):
             # Read again after a full collection before saying anything stayed: cycles that were
             # frozen with everything else after warm-up are collectable only once unfrozen.
             probe.unfreeze()
             after = probe.sample()
-    report.leftover = _leftover(watched, before, after)
+    report.leftover = leftover(watched, before, after)
     _enter(report, None, stage=False)
 
 
@@ -514,33 +499,33 @@ class _Censuses:
         return self.after is not None and self.before is not None and what <= self.what
 
 
-def _name_growth(step: Step, probe: Probe, report: Report, trends: dict[str, Any], limit: _TimeLimit, done: int,
-                 censuses: _Censuses | None = None) -> int:
+def _name_growth(run: _Run, trends: dict[str, Any], censuses: _Censuses | None = None) -> None:
     """Where Python objects, tensors, threads, descriptors or mappings grow, name what grows from
     two censuses: those taken around the confirmation pass where they cover what grows (no step
     is added), or else a census, a few extra steps, a census again, after attribution so that
-    attribution watches the steps right after the series. Returns the steps run."""
+    attribution watches the steps right after the series. A step that fails in those extra steps
+    leaves the growth unnamed (they are ours), and the verdict stands."""
+    report, step, probe = run.report, run.step, run.probe
     what = growth.kinds(_growing(trends))
     if not what:
-        return done
+        return
     _enter(report, "naming")
     if censuses is None or not censuses.cover(what):
         censuses = _Censuses(what, NAMING_STEPS)
         censuses.before = censuses.take(step, probe)
-        for i in range(NAMING_STEPS):
-            report.failed_step = done + i
-            limit.arm()
-            _call_step(step)
-            limit.disarm()
-        done += NAMING_STEPS
-        report.failed_step = None
+        try:
+            run.run_steps(NAMING_STEPS)
+        except (Exception, SystemExit, StepTimeout):
+            run.limit.disarm()
+            report.failed_step = None
+            _enter(report, None)
+            return
         censuses.after = censuses.take(step, probe, first=False)
     if censuses.cover(what):
         report.growth = growth.growth(censuses.before, censuses.after, censuses.steps, what)
         if "objects" in what and report.history is None:
             report.history = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs, censuses.steps)
     _enter(report, None)
-    return done
 
 
 def _enter(report: Report, phase: str | None, stage: bool = True) -> None:
@@ -555,7 +540,8 @@ def _enter(report: Report, phase: str | None, stage: bool = True) -> None:
         report.stage = phase
 
 
-def _leftover(watched: tuple[known.Resource, ...], before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+def leftover(watched: tuple[known.Resource, ...], before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What stayed behind past each resource's release tolerance, between two readings."""
     return {
         resource.name: after[resource.name] - before[resource.name]
         for resource in watched
@@ -564,7 +550,8 @@ def _leftover(watched: tuple[known.Resource, ...], before: dict[str, int], after
     }
 
 
-def _over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str, int | None]) -> str | None:
+def over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str, int | None]) -> str | None:
+    """The first resource whose reading passed its budget above ``start``, or None."""
     for name, value in sample.items():
         limit = budget.get(name)
         if limit is not None and value - start[name] > limit:
@@ -575,49 +562,88 @@ def _over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str
 BASELINE, CONTINUE = "baseline", "continue"
 
 
-def _measure(step: Step, probe: Probe, series: _Series, options: RunOptions, count: int, budget: dict[str, int | None],
-             built: dict[str, int], limit: _TimeLimit, report: Report, done: int, quiet: bool = False,
-             only: list[str] | None = None, start: str | None = None) -> int:
-    """``count`` more steps, each followed by a reading (of ``only`` these resources, if given);
-    returns the steps run so far. The budget is measured from ``built``, the reading just after
-    the step was built. ``start``: :data:`BASELINE` takes the series' first reading here first,
-    :data:`CONTINUE` a reading from which the series goes on where it stopped."""
-    sync = probe.kind == "cuda"
-    # Every object this loop keeps between two readings (its clock readings, the last sample) is
-    # alive before the reference reading too, so that reading counts the same objects of ours as
-    # every later one: python_objects is exact, and it would read the loop's own locals as growth.
-    started, seconds = time.perf_counter(), time.perf_counter()  # two floats, as the loop keeps
-    over = None
-    turns = iter(range(count))
-    sample = probe.sample(only) if start else {}
-    if start:
-        sample = probe.sample(only)  # taken while the last one is alive, as every later reading is
-    if start == BASELINE:
-        series.add(sample, probe, 0.0)
-    elif start == CONTINUE:
-        series.shift_from(sample)
-    for i in turns:
-        report.failed_step = done
-        limit.arm()
-        started = time.perf_counter()
-        _call_step(step, series)
-        if sync:
-            torch.cuda.synchronize(probe.device)
-        seconds = time.perf_counter() - started
-        limit.disarm()
-        done += 1
-        sample = probe.sample(only)
-        series.add(sample, probe, seconds)
-        if options.progress and not quiet:
-            options.progress(i + 1, count, sample)
-        over = _over_budget(series.last(), built, budget)
-        if over:
-            report.stopped_by_budget = over
-            break
-    return done
+@dataclass
+class _Run:
+    """What every pass of one run needs, in one place: the step and its probe, the settings, the
+    budget (measured from ``built``, the reading just after the step was built), the time limit,
+    the report the run fills in and the steps run so far."""
+
+    step: Step
+    probe: Probe
+    options: RunOptions
+    budget: dict[str, int | None]
+    built: dict[str, int]
+    limit: _TimeLimit
+    report: Report
+    done: int = 0
+
+    def measure(self, series: Series, count: int, *, only: list[str] | None = None, start: str | None = None,
+                quiet: bool = False) -> None:
+        """``count`` more steps, each followed by a reading (of ``only`` these resources, if given).
+        ``start``: :data:`BASELINE` takes the series' first reading here first, :data:`CONTINUE` a
+        reading from which the series goes on where it stopped."""
+        probe, report, limit, step = self.probe, self.report, self.limit, self.step
+        sync = probe.kind == "cuda"
+        # Every object this loop keeps between two readings (its clock readings, the last sample) is
+        # alive before the reference reading too, so that reading counts the same objects of ours as
+        # every later one: python_objects is exact, and it would read the loop's own locals as growth.
+        started, seconds = time.perf_counter(), time.perf_counter()  # two floats, as the loop keeps
+        over = None
+        turns = iter(range(count))
+        sample = probe.sample(only) if start else {}
+        if start:
+            sample = probe.sample(only)  # taken while the last one is alive, as every later reading is
+        if start == BASELINE:
+            series.add(sample, probe, 0.0)
+        elif start == CONTINUE:
+            series.shift_from(sample)
+        for i in turns:
+            report.failed_step = self.done
+            limit.arm()
+            started = time.perf_counter()
+            call_step(step, series)
+            if sync:
+                torch.cuda.synchronize(probe.device)
+            seconds = time.perf_counter() - started
+            limit.disarm()
+            self.done += 1
+            sample = probe.sample(only)
+            series.add(sample, probe, seconds)
+            if self.options.progress and not quiet:
+                self.options.progress(i + 1, count, sample)
+            over = over_budget(series.last(), self.built, self.budget)
+            if over:
+                report.stopped_by_budget = over
+                break
+
+    def run_steps(self, count: int) -> None:
+        """``count`` steps with no reading (attribution's, naming's)."""
+        for i in range(count):
+            self.report.failed_step = self.done + i
+            self.limit.arm()
+            call_step(self.step)
+            self.limit.disarm()
+        self.done += count
+        self.report.failed_step = None
+
+    @contextlib.contextmanager
+    def added_pass(self, name: str) -> Iterator[None]:
+        """A pass the check added (measuring again after a lazy initialisation, the confirmation,
+        the long pass, attribution, naming): a step that fails in it ends that pass and runs no
+        more steps. Those steps are ours, not asked for, and a step that cannot run that long (a
+        finite iterator) leaves the verdict to the series already taken; the report says which
+        pass stopped where and why (:attr:`Report.pass_stopped`). The one place that handles it."""
+        try:
+            yield
+        except (Exception, SystemExit, StepTimeout) as exc:
+            self.limit.disarm()
+            self.report.pass_stopped = f"the {name} stopped at step {self.report.failed_step}: {describe_failure(exc)}"
+            self.done = self.report.failed_step or 0
+            self.report.failed_step = None
 
 
-def _decide(series: _Series, watched: tuple[known.Resource, ...], report: Report) -> dict[str, Any]:
+def decide_series(series: Series, watched: tuple[known.Resource, ...], report: Report) -> dict[str, Any]:
+    """Each watched resource's verdict on ``series`` (one cut by the budget grows: its slope is given)."""
     trends = {}
     for resource in watched:
         values = series.series(resource.name)
@@ -634,7 +660,7 @@ def _growing(trends: dict[str, Any]) -> set[str]:
     return {name for name, trend in trends.items() if known.get(name).judged and trend.verdict == GROWS}
 
 
-def _creeping(series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any]) -> list[str]:
+def _creeping(series: Series, watched: tuple[known.Resource, ...], trends: dict[str, Any]) -> list[str]:
     """Noisy series that crept up under their floor, where nothing grows (a run that already
     fails needs no long pass)."""
     if _growing(trends):
@@ -649,42 +675,26 @@ def _growing_alone(trends: dict[str, Any]) -> list[str]:
     return growing if growing and all(known.get(name).long_growth for name in growing) else []
 
 
-def _long_pass(step: Step, probe: Probe, series: _Series, crept: list[str], since: int, options: RunOptions,
-               budget: dict[str, int | None], built: dict[str, int], limit: _TimeLimit, report: Report,
-               done: int) -> tuple[dict[str, list[int]], int]:
+def _long_pass(run: _Run, series: Series, crept: list[str], since: int) -> dict[str, list[int]]:
     """The creeping series continued for :attr:`RunOptions.creep_steps` more steps, reading only
     them (the other resources were decided, and a DataLoader's workers cost milliseconds a
     reading), or until every one of them stalled (:func:`leaklab.verdict.stalled`, counted from
     reading ``since``, as :func:`leaklab.verdict.confirm_creep` counts); returns each one's whole
-    series and the steps run. A step that cannot run that
-    long (a finite iterator) ends the pass: it is ours, not asked for, and the creep keeps its
-    verdict under the floor."""
-    light = _Series(tuple(crept), options.creep_steps + 1)
+    series. A step that cannot run that long (a finite iterator) ends the pass
+    (:meth:`_Run.added_pass`): it is ours, not asked for, and the creep keeps its verdict under the floor."""
+    steps = run.options.creep_steps
+    light = Series(tuple(crept), steps + 1)
     last = series.last()
-    start = probe.sample(crept)
+    start = run.probe.sample(crept)
     light.shift = {name: start[name] - last[name] for name in crept}  # go on from where the series stopped
-    try:
+    with run.added_pass("long pass"):
         # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
-        while light.count < options.creep_steps and not report.stopped_by_budget:
-            count = min(CREEP_WINDOW, options.creep_steps - light.count)
-            done = _measure(step, probe, light, options, count, budget, built, limit, report, done, only=crept)
+        while light.count < steps and not run.report.stopped_by_budget:
+            run.measure(light, min(CREEP_WINDOW, steps - light.count), only=crept)
             if all(stalled(series.series(name)[since:] + light.series(name)) for name in crept):
                 break
-    except (Exception, SystemExit, StepTimeout) as exc:
-        done = _pass_stopped(report, "long pass", exc, limit)
-        del exc
-    report.long_pass_steps = light.count
-    return {name: series.series(name) + light.series(name) for name in crept}, done
-
-
-def _pass_stopped(report: Report, name: str, exc: BaseException, limit: _TimeLimit) -> int:
-    """A step that failed in a pass the check added (measuring again after a lazy initialisation,
-    the confirmation, the long pass, attribution) ends that pass and runs no more steps: those
-    steps are ours, not asked for, and a step that cannot run that long (a finite iterator) leaves
-    the verdict to the series already taken. Returns the steps run."""
-    limit.disarm()
-    report.pass_stopped = f"the {name} stopped at step {report.failed_step}: {_failure(exc)}"
-    return report.failed_step or 0
+    run.report.long_pass_steps = light.count
+    return {name: series.series(name) + light.series(name) for name in crept}
 
 
 def _needs_confirmation(trends: dict[str, Any]) -> bool:
@@ -694,8 +704,9 @@ def _needs_confirmation(trends: dict[str, Any]) -> bool:
     )
 
 
-def _keep(report: Report, series: _Series, watched: tuple[known.Resource, ...], trends: dict[str, Any],
+def keep_series(report: Report, series: Series, watched: tuple[known.Resource, ...], trends: dict[str, Any],
           device: str, options: RunOptions, extended: dict[str, list[int]] | None = None) -> None:
+    """The series and their verdicts into the report (per resource, with how soon each would run out)."""
     count = series.count
     report.step_seconds = series.seconds[1:count].tolist()
     report.metrics = {key: values[1:count].tolist() for key, values in series.metrics.items()}
@@ -790,7 +801,7 @@ def load_script(path: str | os.PathLike[str]) -> types.ModuleType:
         spec.loader.exec_module(module)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         sys.modules.pop(name, None)
-        raise BadInput(f"importing {path} failed: {_failure(exc, 'the script')}") from None
+        raise BadInput(f"importing {path} failed: {describe_failure(exc, 'the script')}") from None
     return module
 
 

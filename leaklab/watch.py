@@ -61,13 +61,13 @@ class Watch:
     def __enter__(self) -> Watch:
         from leaklab.measure import Probe, live_children
         from leaklab.resources import resolve
-        from leaklab.runner import _Series
+        from leaklab.runner import Series
 
         self.device = self.options.validate(self.device)
         self._children_before = {p.pid for p in live_children()}
         probe = Probe(self.device, resolve(self.device, tuple(self.options.resources)))
         self._budget = {r.name: self.options.budget.get(r.name, r.budget) for r in probe.watched}
-        self._series = _Series(probe.resources, self.options.steps + 1)
+        self._series = Series(probe.resources, self.options.steps + 1)
         self._counters_start: dict[str, int] = {}
         self._stopped_by_budget: str | None = None
         probe.__enter__()
@@ -82,7 +82,7 @@ class Watch:
     def step(self, result: Mapping[str, Any] | None = None) -> None:
         """One step of the loop is done. ``result``: numbers to keep per step as metrics (a loss
         scale, a gradient norm), as a check's step may return."""
-        from leaklab.runner import _call_step, _over_budget
+        from leaklab.runner import call_step, over_budget
 
         if self._probe is None:
             raise RuntimeError("w.step() outside the `with leaklab.watch(...)` block")
@@ -99,10 +99,10 @@ class Watch:
             torch.cuda.synchronize(self._probe.device)
         seconds = time.perf_counter() - self._last
         if result is not None:
-            _call_step(lambda: result, self._series)  # the runner's reading of a step's numbers
+            call_step(lambda: result, self._series)  # the runner's reading of a step's numbers
         sample = self._probe.sample()
         self._series.add(sample, self._probe, seconds)
-        self._stopped_by_budget = _over_budget(self._series.last(), self._before, self._budget)
+        self._stopped_by_budget = over_budget(self._series.last(), self._before, self._budget)
         if self.options.progress:
             self.options.progress(measured, self.options.steps, sample)
         self._last = time.perf_counter()
@@ -121,7 +121,7 @@ class Watch:
                  tb: TracebackType | None) -> bool:
         from leaklab.measure import device_counters, format_exception, live_children
         from leaklab.report import Report
-        from leaklab.runner import BadInput, _decide, _failure, _keep, _leftover, resemble
+        from leaklab.runner import BadInput, decide_series, describe_failure, keep_series, leftover, resemble
 
         probe, self._probe = self._probe, None
         series = self._series
@@ -130,7 +130,7 @@ class Watch:
         report.before_build = self._before
         report.stopped_by_budget = self._stopped_by_budget
         if exc is not None:
-            report.error = _failure(exc)
+            report.error = describe_failure(exc)
             report.traceback = format_exception(exc)
             report.failed_step = self._calls  # the step that had not called w.step() yet
         if self._counters_start:
@@ -139,10 +139,10 @@ class Watch:
         too_short = report.error is None and series.count < 3
         try:
             if report.error is None and not too_short:
-                trends = _decide(series, probe.watched, report)
-                _keep(report, series, probe.watched, trends, self.device, self.options)
+                trends = decide_series(series, probe.watched, report)
+                keep_series(report, series, probe.watched, trends, self.device, self.options)
             probe.settle(clear_workspaces=True)
-            report.leftover = _leftover(probe.watched, self._before, probe.sample())
+            report.leftover = leftover(probe.watched, self._before, probe.sample())
         finally:
             probe.__exit__(None, None, None)
         # The loop's children (persistent DataLoader workers) may still be in use: counted, never stopped.
