@@ -325,123 +325,28 @@ def resemble(report: Report) -> None:
 
 
 def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> None:
+    """The run, in the order of the module's docstring: build, the series (warm-up, measured,
+    measured again after a lazy initialisation), the confirmation, the long pass, attribution,
+    naming what grows, the release."""
     probe = Probe(device, known.resolve(device, tuple(options.resources)), track_tensors=options.attribute)
-    watched = probe.watched
-    budget = {r.name: options.budget.get(r.name, r.budget) for r in watched}
+    budget = {r.name: options.budget.get(r.name, r.budget) for r in probe.watched}
     series = Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
     limit = _TimeLimit(options.timeout, hard=options.hard_timeout)
     with probe, limit:
         _enter(report, "build", stage=False)
         probe.settle(clear_workspaces=True)
         before = report.before_build = probe.sample()
-        try:
-            step = factory(device)
-        except BadInput:
-            raise
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:
-            name = getattr(factory, "__name__", "the factory")
-            raise BadInput(f"{name}({device!r}) failed: {describe_failure(exc, 'the factory')}") from None
-        if not callable(step):
-            raise BadInput(f"the factory returned {type(step).__name__}, not a callable that runs one step")
-        run = _Run(step, probe, options, budget, probe.sample(), limit, report)
-        del step  # the run holds it, and drops it at the release
-        watcher = None
+        run = _Run(_build(factory, device), probe, options, budget, probe.sample(), limit, report)
+        watcher = censuses = None
         trends: dict[str, Any] = {}
-        censuses = None
         try:
-            # Warm-up runs through the very loop the measured steps use, read for the budget only,
-            # so that whatever that loop sets up on its first turns is in place before the baseline.
-            _enter(report, "warm-up")
-            series.count = 0
-            series.add(run.built, probe, 0.0)
-            run.measure(series, options.warmup, quiet=True)
-            report.stopped_in_warmup = report.stopped_by_budget is not None
-            counters_start: dict[str, int] = {}
-            restarts = 0
-            while not report.stopped_by_budget:
-                _enter(report, "measured")
-                before_restart = series.kept() if restarts else None
-                series.count = 0
-                series.shift = dict.fromkeys(series.names, 0)
-                probe.freeze_existing()
-                if probe.kind == "cuda":
-                    counters_start = device_counters(device)
-                if before_restart is None:  # the steps asked for: a failure is the step's own
-                    run.measure(series, options.steps, start=BASELINE)
-                else:
-                    with run.added_pass("re-measured series"):
-                        run.measure(series, options.steps, start=BASELINE)
-                    if report.pass_stopped:
-                        if series.count < MIN_READINGS:  # too few after the jump to judge: the series before it
-                            series.restore(before_restart)
-                        break
-                if report.stopped_by_budget or restarts >= RESTARTS:
-                    break
-                jumps = [r.name for r in watched if r.judged and not r.cache and one_jump(series.series(r.name), r) is not None]
-                if not jumps:
-                    break
-                restarts += 1
-                report.restarts.append(f"{', '.join(jumps)} made one jump and stayed flat (a lazy initialisation): "
-                                       f"measured again after {run.done} steps")
-            trends = decide_series(series, watched, report)
-            crept = _creeping(series, watched, trends)
-            first, start = trends, series.count - 1
-            if (options.confirm and not report.stopped_by_budget and not report.pass_stopped
-                    and (_needs_confirmation(trends) or crept)):
-                _enter(report, "confirmation")
-                # What already grows is named over the confirmation's own steps, between two
-                # censuses, instead of over extra steps after the verdict (see _name_growth).
-                censuses = _Censuses(growth.kinds(_growing(trends)), options.confirm_steps)
-                censuses.before = censuses.take(run.step, probe)
-                # What the decision itself keeps alive (a few Python objects, a census) must not read
-                # as a step of the series: the readings go on from where the series stopped.
-                with run.added_pass("confirmation"):
-                    run.measure(series, options.confirm_steps, start=CONTINUE)
-                if report.pass_stopped:
-                    series.count = start + 1  # the verdict stays the series' before it
-                    censuses = None
-                else:
-                    if censuses.before is not None:
-                        censuses.after = censuses.take(run.step, probe, first=False)
-                    trends = decide_series(series, watched, report)
-                    if not report.stopped_by_budget:
-                        trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
-                                  if name in first else trend for name, trend in trends.items()}
-                        report.uncertain = [name for name, trend in first.items() if known.get(name).judged and name
-                                            not in crept and name in trends and trends[name].verdict != trend.verdict]
-                    report.confirmed_steps = options.confirm_steps
-            extended: dict[str, list[int]] = {}
-            # A creep under the floor where nothing grows, or growth seen only in counters that a
-            # cache filled lazily over a first epoch makes rise like a leak (python_objects: a
-            # dataset's per-item objects), is watched through a long pass before it is reported.
-            longer = ((crept if not _growing(trends) else _growing_alone(trends))
-                      if not report.stopped_by_budget and not report.pass_stopped else [])
-            if options.confirm and longer:
-                _enter(report, "long pass")
-                extended = _long_pass(run, series, longer, start)
-                if not report.pass_stopped:
-                    for name in longer:
-                        values = extended[name]
-                        trends[name] = confirm_creep(first[name], decide(values, known.get(name), floor=0 if name in crept
-                                                                         else None), values[start:])
-                report.crept = longer
+            counters_start = _measure_series(run, series)
+            trends, censuses = _decide_with_passes(run, series)
             if counters_start:
                 end = device_counters(device)
                 report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
-            keep_series(report, series, watched, trends, device, options, extended)
             if options.attribute and not report.stopped_by_budget and not report.pass_stopped:
-                # Attribution watches a few extra steps after the measured series: recording
-                # allocation stacks costs host memory (the allocator's history lives on the
-                # host), which must not show in the verdicts it explains.
-                _enter(report, "attribution")
-                watcher = attribution.start(probe, run.step, options.snapshot,
-                                            snapshot_overwrite=options.snapshot_overwrite,
-                                            snapshot_html=options.snapshot_html)
-                with run.added_pass("attribution"):
-                    for i in range(ATTRIBUTION_STEPS):
-                        if probe.tensors is not None:
-                            probe.tensors.step = i + 1  # which attribution step allocated each storage
-                        run.run_steps(1)
+                watcher = _attribute(run)
             report.failed_step = None
             _enter(report, None)
         except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
@@ -463,16 +368,150 @@ def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> 
                 del exc
             _enter(report, "release", stage=False)
         censuses = None  # they hold the step's containers: they go with the step
-        run.step = None
-        probe.settle(clear_workspaces=True)
-        after = probe.sample()
-        if leftover(watched, before, after):
-            # Read again after a full collection before saying anything stayed: cycles that were
-            # frozen with everything else after warm-up are collectable only once unfrozen.
-            probe.unfreeze()
-            after = probe.sample()
-    report.leftover = leftover(watched, before, after)
+        after = _release(run, before)
+    report.leftover = leftover(probe.watched, before, after)
     _enter(report, None, stage=False)
+
+
+def _build(factory: Factory, device: str) -> Step:
+    """The step, built by ``factory(device)``; a factory that fails or returns no callable is bad input."""
+    try:
+        step = factory(device)
+    except BadInput:
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        name = getattr(factory, "__name__", "the factory")
+        raise BadInput(f"{name}({device!r}) failed: {describe_failure(exc, 'the factory')}") from None
+    if not callable(step):
+        raise BadInput(f"the factory returned {type(step).__name__}, not a callable that runs one step")
+    return step
+
+
+def _measure_series(run: _Run, series: Series) -> dict[str, int]:
+    """Warm-up, then the measured series, measured again from a new baseline after a lazy
+    initialisation (a series that made one jump and stayed flat), at most :data:`RESTARTS` times.
+    Returns the CUDA allocator's counters at the last baseline (empty on the CPU)."""
+    probe, report, options = run.probe, run.report, run.options
+    # Warm-up runs through the very loop the measured steps use, read for the budget only,
+    # so that whatever that loop sets up on its first turns is in place before the baseline.
+    _enter(report, "warm-up")
+    series.count = 0
+    series.add(run.built, probe, 0.0)
+    run.measure(series, options.warmup, quiet=True)
+    report.stopped_in_warmup = report.stopped_by_budget is not None
+    counters_start: dict[str, int] = {}
+    restarts = 0
+    while not report.stopped_by_budget:
+        _enter(report, "measured")
+        before_restart = series.kept() if restarts else None
+        series.count = 0
+        series.shift = dict.fromkeys(series.names, 0)
+        probe.freeze_existing()
+        if probe.kind == "cuda":
+            counters_start = device_counters(probe.device)
+        if before_restart is None:  # the steps asked for: a failure is the step's own
+            run.measure(series, options.steps, start=BASELINE)
+        else:
+            with run.added_pass("re-measured series"):
+                run.measure(series, options.steps, start=BASELINE)
+            if report.pass_stopped:
+                if series.count < MIN_READINGS:  # too few after the jump to judge: the series before it
+                    series.restore(before_restart)
+                break
+        if report.stopped_by_budget or restarts >= RESTARTS:
+            break
+        jumps = [r.name for r in probe.watched
+                 if r.judged and not r.cache and one_jump(series.series(r.name), r) is not None]
+        if not jumps:
+            break
+        restarts += 1
+        report.restarts.append(f"{', '.join(jumps)} made one jump and stayed flat (a lazy initialisation): "
+                               f"measured again after {run.done} steps")
+    return counters_start
+
+
+def _decide_with_passes(run: _Run, series: Series) -> tuple[dict[str, Any], _Censuses | None]:
+    """The verdicts: decided on the series, then, where any is not a clear bounded, confirmed
+    over more steps (with what grows counted by two censuses around them), and a creep or a
+    growth of python_objects alone watched through a long pass. Keeps them in the report and
+    returns them with the censuses."""
+    probe, report, options, watched = run.probe, run.report, run.options, run.probe.watched
+    trends = decide_series(series, watched, report)
+    crept = _creeping(series, watched, trends)
+    first, start = trends, series.count - 1
+    censuses = None
+    if (options.confirm and not report.stopped_by_budget and not report.pass_stopped
+            and (_needs_confirmation(trends) or crept)):
+        _enter(report, "confirmation")
+        # What already grows is named over the confirmation's own steps, between two
+        # censuses, instead of over extra steps after the verdict (see _name_growth).
+        censuses = _Censuses(growth.kinds(_growing(trends)), options.confirm_steps)
+        censuses.before = censuses.take(run.step, probe)
+        # What the decision itself keeps alive (a few Python objects, a census) must not read
+        # as a step of the series: the readings go on from where the series stopped.
+        with run.added_pass("confirmation"):
+            run.measure(series, options.confirm_steps, start=CONTINUE)
+        if report.pass_stopped:
+            series.count = start + 1  # the verdict stays the series' before it
+            censuses = None
+        else:
+            if censuses.before is not None:
+                censuses.after = censuses.take(run.step, probe, first=False)
+            trends = decide_series(series, watched, report)
+            if not report.stopped_by_budget:
+                trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
+                          if name in first else trend for name, trend in trends.items()}
+                report.uncertain = [name for name, trend in first.items() if known.get(name).judged and name
+                                    not in crept and name in trends and trends[name].verdict != trend.verdict]
+            report.confirmed_steps = options.confirm_steps
+    extended: dict[str, list[int]] = {}
+    # A creep under the floor where nothing grows, or growth seen only in counters that a
+    # cache filled lazily over a first epoch makes rise like a leak (python_objects: a
+    # dataset's per-item objects), is watched through a long pass before it is reported.
+    longer = ((crept if not _growing(trends) else _growing_alone(trends))
+              if not report.stopped_by_budget and not report.pass_stopped else [])
+    if options.confirm and longer:
+        _enter(report, "long pass")
+        extended = _long_pass(run, series, longer, start)
+        if not report.pass_stopped:
+            for name in longer:
+                values = extended[name]
+                trends[name] = confirm_creep(first[name], decide(values, known.get(name), floor=0 if name in crept
+                                                                 else None), values[start:])
+        report.crept = longer
+    keep_series(report, series, watched, trends, probe.device, options, extended)
+    return trends, censuses
+
+
+def _attribute(run: _Run) -> attribution.Watcher:
+    """A few extra steps with allocation sites recorded, after the measured series: recording
+    allocation stacks costs host memory (the allocator's history lives on the host), which must
+    not show in the verdicts it explains."""
+    probe, options = run.probe, run.options
+    _enter(run.report, "attribution")
+    watcher = attribution.start(probe, run.step, options.snapshot, snapshot_overwrite=options.snapshot_overwrite,
+                                snapshot_html=options.snapshot_html)
+    with run.added_pass("attribution"):
+        for i in range(ATTRIBUTION_STEPS):
+            if probe.tensors is not None:
+                probe.tensors.step = i + 1  # which attribution step allocated each storage
+            run.run_steps(1)
+    return watcher
+
+
+def _release(run: _Run, before: dict[str, int]) -> dict[str, int]:
+    """The step dropped and its memory read again (after a full collection where anything seems to
+    have stayed); returns that reading."""
+    probe = run.probe
+    run.step = None
+    probe.settle(clear_workspaces=True)
+    after = probe.sample()
+    if leftover(probe.watched, before, after):
+        # Read again after a full collection before saying anything stayed: cycles that were
+        # frozen with everything else after warm-up are collectable only once unfrozen.
+        probe.unfreeze()
+        after = probe.sample()
+    return after
 
 
 @dataclass
