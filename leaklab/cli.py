@@ -14,14 +14,18 @@ regression, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import importlib
 import importlib.util
 import json
+import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from leaklab import resources as known
@@ -91,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--snapshot-html", action="store_true", help="(with --snapshot) also write FILE's viewer page, .html")
     check.add_argument("--overwrite", action="store_true", help="replace an existing --snapshot file")
     check.add_argument("--quiet", action="store_true", help="no per-step progress on stderr")
+    check.add_argument("-v", "--verbose", "--table", dest="table", action="store_true",
+                       help="also print the per-step table of every resource (by default: the answer only)")
     check.set_defaults(handler=cmd_check)
 
     for register in lab_commands():
@@ -106,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
               "run it from a leaklab checkout after `pip install -e '.[lab]'`", file=sys.stderr)
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
+    shadow = shadowing_note([Path.cwd(), *([Path(args.target).parent] if getattr(args, "target", None) else [])])
+    if shadow:
+        print(shadow, file=sys.stderr)
     from leaklab.files import UnwritablePath
     from leaklab.runner import BadInput
 
@@ -120,15 +129,93 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --------------------------------------------------------------------------- check
-def _progress(quiet: bool):  # noqa: ANN202
+def shadowing_note(folders: list[Path]) -> str | None:
+    """One line where a folder a script would be run from holds a ``leaklab/`` folder that is not
+    this package and has no ``__init__.py`` (a clone of leaklab, seen from the folder holding
+    it): Python imports that folder as an empty namespace package ``leaklab``, ahead of the
+    installed tool, and ``leaklab.check`` is then missing. Nothing inside the tool can say so
+    when that happens (the namespace package runs no code of ours), so the command line says it
+    whenever it runs from such a folder."""
+    real = Path(__file__).resolve().parent
+    for folder in dict.fromkeys(Path(f).resolve() for f in folders):
+        candidate = folder / "leaklab"
+        if candidate.is_dir() and candidate.resolve() != real and not (candidate / "__init__.py").exists():
+            return (f"leaklab: note: {candidate} (a folder without __init__.py, e.g. a leaklab clone) shadows the "
+                    f"installed leaklab ({real}) for scripts run from {folder}: there `import leaklab` gives an empty "
+                    "namespace package (\"module 'leaklab' has no attribute 'check'\"); run them from another folder, "
+                    "or inside the clone")
+    return None
+
+
+def _progress(quiet: bool, terminal: bool | None = None):  # noqa: ANN202
+    """Per-step progress on stderr: on a terminal, one line rewritten in place (``\\r``); off a
+    terminal (a CI log), one line at the end of each series (a pass of the check), never ``\\r``."""
     if quiet:
         return None
+    if terminal is None:
+        terminal = sys.stderr.isatty()
 
     def show(done: int, total: int, sample: dict[str, int]) -> None:
+        if not terminal and done != total:
+            return
         figures = "  ".join(f"{name} {known.get(name).format(value)}" for name, value in sample.items())
-        print(f"\r[{done}/{total}] {figures}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+        if terminal:
+            print(f"\r[{done}/{total}] {figures}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+        else:
+            print(f"[{done}/{total}] {figures}", file=sys.stderr, flush=True)
 
     return show
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Everything written to stdout inside the block goes to stderr: Python's ``print`` and writes
+    to file descriptor 1 from C code or child processes alike (fd 1 is pointed at fd 2), so that
+    ``--json`` leaves stdout to the JSON alone. Restored on the way out, whatever happens."""
+    sys.stdout.flush()
+    saved_fd = os.dup(1)
+    saved_stdout = sys.stdout
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stdout = saved_stdout
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+
+
+def _factory(module: Any, name: str) -> Callable[[str], Any]:
+    """The script's factory; a name that is not there gets the closest callable it defines."""
+    from leaklab.runner import BadInput, factory_from_script
+
+    try:
+        return factory_from_script(module, name)
+    except BadInput as exc:
+        if getattr(module, name, None) is not None:
+            raise
+        own = [key for key, value in vars(module).items() if callable(value) and not key.startswith("_")
+               and getattr(value, "__module__", None) == module.__name__]
+        close = difflib.get_close_matches(name, own, n=1, cutoff=0.6)
+        if not close:
+            raise
+        raise BadInput(f"{exc}; did you mean {close[0]!r}?") from None
+
+
+def answer_lines(data: dict[str, Any]) -> list[str]:
+    """Below the summary: what grows (the census) and the catalog entries it resembles, from the
+    report's JSON, where there are any."""
+    lines = []
+    for where, found in (data.get("growth") or {}).items():
+        # the check's own objects are no part of the step's leak
+        found = [line for line in found if "leaklab." not in line.split("/step")[0]]
+        if found:
+            lines.append(f"  grows ({where}): " + "; ".join(found))
+    for match in data.get("resembles") or []:
+        lines.append(f"  resembles {match['slug']} ({match['title']}; family {match['family']}): {match['link']}; "
+                     f"its fix: {' '.join(str(match.get('fix', '')).split())}")
+    return lines
 
 
 def terminate_on_sigterm() -> None:
@@ -144,7 +231,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     from leaklab.runner import (
         BadInput,
         RunOptions,
-        factory_from_script,
         forget_script,
         load_script,
         parse_target,
@@ -164,21 +250,26 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         check_snapshot_paths(args.snapshot, overwrite=args.overwrite, html=args.snapshot_html)
     terminate_on_sigterm()
-    module = load_script(path)
-    try:
-        report = run_factory(factory_from_script(module, factory_name), device, options)
-    finally:
-        forget_script(module)
+    with stdout_to_stderr() if args.json else contextlib.nullcontext():
+        module = load_script(path)
+        try:
+            report = run_factory(_factory(module, factory_name), device, options)
+        finally:
+            forget_script(module)
     report.name = args.target
+    data = report.to_json()
     if args.json:
-        print(json.dumps(report.to_json()))
+        print(json.dumps(data), flush=True)
+        print(f"leaklab: {report.summary()}", file=sys.stderr)
+        return report.exit_code
+    if report.error is not None:
+        print(report.traceback, file=sys.stderr, end="")
+        print(f"leaklab: {report.summary()}", file=sys.stderr)
+        return report.exit_code
+    if args.table:  # the table, what grows and what it resembles, then the answer
+        print(f"{report.curve()}\n{report.summary()}")
     else:
-        if report.error is not None:
-            print(report.traceback, file=sys.stderr, end="")
-        else:
-            print(report.curve())
-    print(f"leaklab: {report.summary()}" if args.json or report.error else report.summary(),
-          file=sys.stderr if args.json or report.error else sys.stdout)
+        print("\n".join([report.summary(), *answer_lines(data)]))
     return report.exit_code
 
 

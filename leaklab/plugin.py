@@ -197,8 +197,15 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
         line = " ".join(report.summary().split())  # one line, even for a multi-line assertion message
         pytest.fail(f"leaklab: the test cannot be repeated (a step failure, not a leak): {line}", pytrace=False)
     if report.verdict != settings.expect:
-        pytest.fail(f"leaklab: expected {settings.expect} memory: {report.summary()}", pytrace=False)
+        pytest.fail(failure_line(report, settings.expect), pytrace=False)
     return report
+
+
+def failure_line(report: Report, expected: str) -> str:
+    """A check's failure, verdict first, so that pytest's short summary (which cuts a line at the
+    terminal's width) still says what happened: ``grows, expected bounded: <summary>``. The
+    ``leak_check`` fixture and the ``leaklab`` marker fail with the same line."""
+    return f"{report.verdict}, expected {expected}: {report.summary()}"
 
 
 class _Outcome(Exception):
@@ -234,14 +241,14 @@ class LeakCheck:
         """Fail the test unless no watched resource grows or plateaus."""
         report = self.run(step, **kwargs)
         if report.verdict != "bounded":
-            pytest.fail(f"expected bounded memory: {report.summary()}", pytrace=False)
+            pytest.fail(failure_line(report, "bounded"), pytrace=False)
         return report
 
     def grows(self, step: Callable[[], Any] | None = None, **kwargs: Any) -> Report:
         """Fail the test unless some watched resource grows (keeps reproductions honest)."""
         report = self.run(step, **kwargs)
         if report.verdict != "grows":
-            pytest.fail(f"expected growth: {report.summary()}", pytrace=False)
+            pytest.fail(failure_line(report, "grows"), pytrace=False)
         return report
 
 

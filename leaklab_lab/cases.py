@@ -274,6 +274,32 @@ def run_case(case: Case, role: str, device: str, script: Path | None = None, att
     return run_script(script, case.factory, device, options)
 
 
+# What a case's seed claim (``claim_status``) means, in plain words, for the run's table.
+CLAIM_WORDS = {
+    "confirmed": "holds",
+    "not reproduced": "does not hold here",
+    "different mechanism": "another cause",
+    "not in seeds": "-",
+    "not measured": "not measured",
+}
+
+
+def amount(resource: Resource, value: float) -> str:
+    """A figure in its resource's unit, as a person writes it: bytes as ever (2.0 MiB), counts as
+    whole numbers where they are whole (to a tenth), and a singular unit for one (``1 thread``)."""
+    if resource.unit == "B":
+        return resource.format(value)
+    if abs(value - round(value)) < 0.05:
+        value = round(value)
+        figure = f"{value:,}"
+    else:
+        figure = f"{value:,.1f}"
+    unit = resource.unit
+    if abs(value) == 1:
+        unit = unit[:-2] if unit.endswith("sses") else unit[:-1] if unit.endswith("s") else unit
+    return f"{figure} {unit}" if unit else figure
+
+
 def case_row(case: Case, leak: Report, fixes: list[Report]) -> dict[str, str]:
     """One row of the lab's verdict table: what the case did here."""
     site = leak.leak_site
@@ -284,21 +310,78 @@ def case_row(case: Case, leak: Report, fixes: list[Report]) -> dict[str, str]:
         "leak": leak.verdict,
         "fix": ",".join(fix.verdict for fix in fixes) or "-",
         "resource": leak.resource if growing else case.meta["resource"],
-        "per step": leak.resources[leak.resource].kind.format(leak.per_step_bytes) if leak.verdict == "grows" else "-",
+        "per step": amount(leak.resources[leak.resource].kind, leak.per_step_bytes) if leak.verdict == "grows" else "-",
         "line": f"{Path(site.filename).name}:{site.lineno}" + (f" ({site.held_by})" if site.held_by else "")
         if site else "-",
-        "seed claim": case.meta["claim_status"],
+        "popular claim": CLAIM_WORDS[case.meta["claim_status"]],
     }
 
 
-def format_table(rows: list[dict[str, str]]) -> str:
-    """Rows of equal keys as an aligned text table."""
+def catalogued(case: Case, device: str, leak: Report, fixes: list[Report], problems: list[str]) -> str:
+    """The table's ``as catalogued`` cell. A fix that grows is never a plain ``yes``: where its
+    entry expects that growth (``expect.<device>.fix`` names the resource as growing), it reads
+    ``yes (expected, see entry)``; where the entry does not, the growth is a difference. A leak
+    catalogued to raise reads ``raises <Error>, as catalogued``."""
+    expected = case.expected(device, "fix")
+    grown = {name for fix in fixes if fix.error is None for name, result in fix.resources.items()
+             if (name not in RESOURCES or result.kind.judged) and result.verdict == "grows"}
+    unexpected = sorted(name for name in grown if expected.get(name) != "grows")
+    if unexpected:
+        problems = [*problems, f"the fix grows in {', '.join(unexpected)}, which its entry does not expect"]
+    if problems:
+        return "NO: " + "; ".join(problems)[:120]
+    if grown:
+        return "yes (expected, see entry)"
+    if leak.error is not None and case.expected(device, "leak").get("raises"):
+        return f"raises {leak.error.split(':')[0]}, as catalogued"
+    return "yes"
+
+
+LEGEND = """case           the catalog entry (cases/<case>.py, its fix fixes/<case>.py, CATALOG.md#<case>)
+device         where it ran (cpu, or cuda)
+leak, fix      the verdict of the leaky script and of each fix: grows (a leak), bounded (nothing
+               grows), plateau (rose, then stopped: a bounded cache), raises (the step raised)
+resource       what grows in the leak (or, where nothing grows, what its entry watches)
+per step       how fast it grows, per measured step
+line           (with --attribute) the line that allocated what stayed alive, and what holds it
+popular claim  what the popular claim about this leak comes to here: holds; does not hold here;
+               another cause (what happens here has another cause than the claim says); - (no claim)
+as catalogued  yes: leak and fix behave as the entry says; yes (expected, see entry): the fix
+               grows too, as the entry expects (its notes say why); raises <Error>, as catalogued:
+               the case is meant to fail; skipped: why it did not run; NO: what differs"""
+
+
+def table_columns(rows: list[dict[str, str]]) -> list[str]:
+    """The columns to show: a column no row fills (``-`` everywhere, e.g. ``line`` without
+    --attribute) is left out."""
+    if not rows:
+        return []
+    return [h for h in rows[0] if h in ("case", "as catalogued") or any(str(r[h]) not in ("-", "") for r in rows)]
+
+
+def legend(columns: list[str]) -> str:
+    """The legend lines of the columns shown."""
+    shown = set(columns)
+    blocks, current = [], []
+    for line in LEGEND.splitlines():
+        if not line.startswith(" ") and current:
+            blocks.append(current)
+            current = []
+        current.append(line)
+    blocks.append(current)
+    keep = [block for block in blocks if any(name in shown for name in block[0][:15].strip().split(", "))]
+    return "\n".join(line for block in keep for line in block)
+
+
+def format_table(rows: list[dict[str, str]], columns: list[str] | None = None) -> str:
+    """Rows of equal keys as an aligned text table (the ``columns`` given, or every one that some
+    row fills)."""
     if not rows:
         return ""
-    headers = list(rows[0])
+    headers = columns or table_columns(rows)
     widths = {h: max(len(h), *(len(str(r[h])) for r in rows)) for h in headers}
-    lines = ["  ".join(f"{h:<{widths[h]}}" for h in headers)]
-    lines += ["  ".join(f"{str(r[h]):<{widths[h]}}" for h in headers) for r in rows]
+    lines = ["  ".join(f"{h:<{widths[h]}}" for h in headers).rstrip()]
+    lines += ["  ".join(f"{str(r[h]):<{widths[h]}}" for h in headers).rstrip() for r in rows]
     return "\n".join(lines)
 
 

@@ -91,6 +91,9 @@ def register(commands: Any) -> None:
     run.add_argument("--slow", action="store_true",
                      help="also run the cases marked slow (fresh interpreters, multi-process jobs; a minute or more "
                           "each here), as `pytest -m slow` does; a case named on the command line always runs")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="also say when each case starts, and show what the runs wrote to stderr (the traceback of "
+                          "a case catalogued to raise); without it that is shown only for a case that is not as catalogued")
 
     compare = commands.add_parser("compare", help="compare two results files (e.g. before and after a torch upgrade)")
     compare.add_argument("old")
@@ -129,14 +132,19 @@ def _device(choice: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import time
+
     from leaklab.cli import terminate_on_sigterm
     from leaklab.report import report_from_json
+    from leaklab.resources import NAMES
     from leaklab_lab.cases import (
+        CLAIM_WORDS,
         CaseError,
         case_row,
+        catalogued,
         discover,
-        format_table,
         get_case,
+        legend,
         mismatches,
         run_name,
     )
@@ -144,6 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaklab_lab.pool import default_jobs, run_pairs
     from leaklab_lab.results import entry, write_results
 
+    started = time.monotonic()
     device = _device(args.device)
     try:
         cases = [get_case(slug) for slug in args.cases] if args.cases else discover()
@@ -156,46 +165,79 @@ def cmd_run(args: argparse.Namespace) -> int:
         from leaklab_lab.plot import pyplot
 
         pyplot()  # matplotlib missing: one line now, not after every case has run
-    rows: dict[str, dict[str, str]] = {}  # slug -> its row, shown in the catalog's order
-    entries, failures = [], 0
+    by_slug = {case.slug: case for case in cases}
+    entries: list[Any] = []
+    counts = {"as catalogued": 0, "not": 0, "skipped": 0}
     skipped_runs: dict[str, str] = {}  # run key -> why it did not run here, for compare
 
-    def skipped(case: Any, why: str) -> dict[str, str]:
+    # Rows are printed as their cases finish, so the columns are sized for every case up front;
+    # the `line` column exists only where --attribute can fill it.
+    columns = ["case", "device", "leak", "fix", "resource", "per step", *(["line"] if args.attribute else []),
+               "popular claim", "as catalogued"]
+    widths = {"case": max(len(c.slug) for c in cases), "device": len(device), "leak": len("bounded"),
+              "fix": max(len(",".join(["bounded"] * max(1, len(c.fixes)))) for c in cases),
+              "resource": max(len(name) for name in (*NAMES, *(c.meta["resource"] for c in cases))),
+              "per step": len("1,023.9 KiB"), "line": 40, "popular claim": max(map(len, CLAIM_WORDS.values())),
+              "as catalogued": 0}
+    widths = {name: max(width, len(name)) for name, width in widths.items()}
+
+    def show(row: dict[str, str]) -> None:
+        if not show.header_done:  # type: ignore[attr-defined]
+            print("  ".join(f"{name:<{widths[name]}}" for name in columns).rstrip(), flush=True)
+            show.header_done = True  # type: ignore[attr-defined]
+        print("  ".join(f"{row[name]:<{widths[name]}}" for name in columns).rstrip(), flush=True)
+
+    show.header_done = False  # type: ignore[attr-defined]
+
+    def skipped(case: Any, why: str, count: str = "skipped") -> dict[str, str]:
         for role in ("leak", "fix"):
             for script in case.scripts(role):
                 skipped_runs[f"{device}/{run_name(case, role, script)}"] = why
-        row = dict.fromkeys(("case", "device", "leak", "fix", "resource", "per step", "line"), "-")
-        return {**row, "case": case.slug, "seed claim": case.meta["claim_status"], "as catalogued": f"skipped: {why}"}
+        counts[count] += 1
+        row = dict.fromkeys(columns, "-")
+        return {**row, "case": case.slug, "device": device, "popular claim": CLAIM_WORDS[case.meta["claim_status"]],
+                "as catalogued": f"skipped: {why}" if count == "skipped" else why}
 
     runnable = []
     for case in cases:
         if device not in case.devices:
-            rows[case.slug] = skipped(case, f"no {device} form (devices = {case.devices})")
+            show(skipped(case, f"no {device} form (devices = {case.devices})"))
             continue
         reason = unmet(case.markers(device))
         if reason is None and "slow" in case.markers(device) and not (args.slow or args.cases):
             reason = "slow: run with --slow, or name the case"
         if reason:
-            rows[case.slug] = skipped(case, reason)
+            show(skipped(case, reason))
             continue
         runnable.append(case)
-    terminate_on_sigterm()  # SIGTERM ends the run as Ctrl-C does, so that the workers are stopped too
-    jobs = default_jobs() if args.jobs is None else args.jobs
-    outcomes = dict(run_pairs([case.slug for case in runnable], device, args.attribute, jobs))
-    for case in runnable:
-        outcome = outcomes[case.slug]
+    finished = 0
+
+    def done(slug: str, outcome: Any) -> None:
+        nonlocal finished
+        finished += 1
+        case = by_slug[slug]
+        print(f"[{finished}/{len(runnable)}] {slug} on {device} ({time.monotonic() - started:.0f} s)",
+              file=sys.stderr, flush=True)
         if isinstance(outcome, str):  # one broken case must not hide the rest of the catalog
-            failures += 1
-            rows[case.slug] = skipped(case, f"NO: the run failed: {outcome}"[:120])
-            continue
+            show(skipped(case, f"NO: the run failed: {outcome}"[:120], count="not"))
+            return
+        stderr = outcome.pop("stderr", "")
         reports = {role: [report_from_json(data) for data in datas] for role, datas in outcome.items()}
-        problems = mismatches(reports["leak"][0], case.expected(device, "leak"), reports["fix"][0])
+        leak = reports["leak"][0]
+        problems = mismatches(leak, case.expected(device, "leak"), reports["fix"][0])
         for fix_report in reports["fix"]:
             problems += mismatches(fix_report, case.expected(device, "fix"))
-        failures += bool(problems)
-        leak = reports["leak"][0]
-        rows[case.slug] = {**case_row(case, leak, reports["fix"]),
-                           "as catalogued": "yes" if not problems else "NO: " + "; ".join(problems)[:120]}
+        cell = catalogued(case, device, leak, reports["fix"], problems)
+        counts["not" if cell.startswith("NO") else "as catalogued"] += 1
+        row = {**case_row(case, leak, reports["fix"]), "as catalogued": cell}
+        if args.verbose or cell.startswith("NO"):
+            for report in (leak, *reports["fix"]):
+                if report.error is not None and report.traceback and report.traceback not in stderr:
+                    stderr += report.traceback
+            if stderr.strip():
+                print(f"--- {slug}: what its runs wrote to stderr\n{stderr.rstrip()}\n--- end of {slug}",
+                      file=sys.stderr, flush=True)
+        show(row)
         for role, role_reports in reports.items():
             for script, report in zip(case.scripts(role), role_reports, strict=False):
                 entries.append(entry(report, case=case.slug, role=role, script=script.stem))
@@ -203,14 +245,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         if plot_path:
             from leaklab_lab.plot import plot_case
 
-            _write("curves", plot_path, lambda: plot_case(case, reports["leak"][0], reports["fix"], plot_path))  # noqa: B023
+            _write("curves", plot_path, lambda: plot_case(case, leak, reports["fix"], plot_path))
             print(f"curves written to {plot_path}", file=sys.stderr)
-    print(format_table([rows[case.slug] for case in cases if case.slug in rows]))
+
+    terminate_on_sigterm()  # SIGTERM ends the run as Ctrl-C does, so that the workers are stopped too
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    run_pairs([case.slug for case in runnable], device, args.attribute, jobs, verbose=args.verbose, done=done)
+    print()
+    print(legend(columns))
+    print()
+    print(f"{len(cases)} case{'s' * (len(cases) != 1)}: {counts['as catalogued']} as catalogued, "
+          f"{counts['not']} not, {counts['skipped']} skipped; {time.monotonic() - started:.0f} s "
+          f"on {device}, {jobs} worker{'s' * (jobs != 1)}")
     if args.results:
         _write("results", args.results, lambda: write_results(args.results, entries, device, note=args.note,
                                                                skipped=skipped_runs))
         print(f"results written to {args.results}", file=sys.stderr)
-    return EXIT_GROWS if failures else EXIT_OK
+    return EXIT_GROWS if counts["not"] else EXIT_OK
 
 
 # --------------------------------------------------------------------------- compare / catalog

@@ -28,7 +28,7 @@ def test_bounded_step_exits_0(capsys):
 def test_growing_step_exits_1_and_names_the_resource(capsys):
     code, out, _ = run(capsys, f"{STEPS}:grows", "--steps", "10", "--warmup", "2")
     assert code == 1
-    assert out.splitlines()[-1].startswith(f"{STEPS}:grows: grows in cpu_tensors by 8.0 KiB/step")
+    assert out.splitlines()[0].startswith(f"{STEPS}:grows: grows in cpu_tensors by 8.0 KiB/step")  # the answer comes first
 
 
 def test_json_has_the_documented_fields(capsys):
@@ -44,7 +44,7 @@ def test_attribute_names_the_line(capsys):
     code, out, _ = run(capsys, f"{STEPS}:grows", "--steps", "6", "--warmup", "1", "--attribute")
     assert code == 1
     line = next(i for i, text in enumerate(Path(STEPS).read_text().splitlines(), 1) if "outputs.append" in text)
-    assert f"allocated at user_steps.py:{line}" in out.splitlines()[-1]
+    assert f"allocated at user_steps.py:{line}" in out.splitlines()[0]
 
 
 @pytest.mark.parametrize(

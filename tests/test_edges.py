@@ -209,7 +209,7 @@ def test_sigterm_to_leaklab_run_stops_its_workers_and_theirs(tmp_path):
     exit 3, and no worker, nor a DataLoader worker of theirs, is left running."""
     stderr = tmp_path / "stderr"
     with stderr.open("w") as sink:
-        process = subprocess.Popen([sys.executable, "-m", "leaklab", "run", "--jobs", "2", "hook_registered_every_forward",
+        process = subprocess.Popen([sys.executable, "-m", "leaklab", "run", "-v", "--jobs", "2", "hook_registered_every_forward",
                                     "dataloader_prefetch_shared_memory"], stdout=subprocess.DEVNULL, stderr=sink,
                                    cwd=Path(__file__).parent.parent)
         deadline = time.monotonic() + 60

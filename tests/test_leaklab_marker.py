@@ -83,7 +83,7 @@ def test_catalog_leak_fails_under_the_marker_and_its_fix_passes(pytester):
     result = run(pytester)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "leaklab: expected bounded memory: test_hook_caching[[]leak[]]: grows in cpu_tensors by 2.0 MiB/step*",
+        "grows, expected bounded: test_hook_caching[[]leak[]]: grows in cpu_tensors by 2.0 MiB/step*",
     ])
     # the curve is a section of the failure's report, as the leak_check fixture gives it
     result.stdout.fnmatch_lines(["*leaklab test_hook_caching[[]leak[]]*", "*cpu_tensors: grows, 2.0 MiB/step*"])
@@ -107,7 +107,7 @@ def test_switch_rechecks_every_selected_test(pytester):
     run(pytester).assert_outcomes(passed=2)  # without the switch: one call each, nothing checked
     result = run(pytester, "--leaklab", "--leaklab-steps=8", "--leaklab-warmup=2")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*leaklab: expected bounded memory: test_appends_to_a_global: grows in cpu_tensors by 4.0 KiB/step*"])
+    result.stdout.fnmatch_lines(["*grows, expected bounded: test_appends_to_a_global: grows in cpu_tensors by 4.0 KiB/step*"])
 
 
 def test_ini_turns_the_check_on(pytester):

@@ -52,8 +52,8 @@ def test_user_tests_pass_and_fail_with_one_line(pytester, monkeypatch):
     result = pytester.runpytest_inprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", "-rs")
     result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines([
-        "expected bounded memory: test_growth_fails_bounded: grows in cpu_tensors by 2.0 KiB/step*",
-        "expected growth: test_bounded_fails_grows: bounded in cpu_tensors*",  # a long pass may be named after it
+        "grows, expected bounded: test_growth_fails_bounded: grows in cpu_tensors by 2.0 KiB/step*",
+        "bounded, expected grows: test_bounded_fails_grows: bounded in cpu_tensors*",  # a long pass may be named after it
     ])
     # the per-step curve is in the failure's report section
     result.stdout.fnmatch_lines(["*leaklab test_growth_fails_bounded*", "*cpu_tensors: grows, 2.0 KiB/step*"])
