@@ -143,7 +143,7 @@ def test_children_are_reported_stopped_and_fail_the_check():
                            "--steps", "4", "--warmup", "1"], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).parent.parent)
     assert done.returncode == 1, done.stderr
-    assert "child process(es) running, now stopped" in done.stdout.splitlines()[-1]
+    assert "child process(es) running, now stopped" in done.stdout.splitlines()[0]  # the answer leads; what grows follows
     time.sleep(0.2)
     sleepers = [p for p in psutil.process_iter(["cmdline", "ppid"])
                 if p.info["cmdline"] == ["sleep", "600"] and p.pid not in before]
