@@ -208,10 +208,7 @@ def answer_lines(data: dict[str, Any]) -> list[str]:
     report's JSON, where there are any."""
     lines = []
     for where, found in (data.get("growth") or {}).items():
-        # the check's own objects are no part of the step's leak
-        found = [line for line in found if "leaklab." not in line.split("/step")[0]]
-        if found:
-            lines.append(f"  grows ({where}): " + "; ".join(found))
+        lines.append(f"  grows ({where}): " + "; ".join(found))
     for match in data.get("resembles") or []:
         lines.append(f"  resembles {match['slug']} ({match['title']}; family {match['family']}): {match['link']}; "
                      f"its fix: {' '.join(str(match.get('fix', '')).split())}")

@@ -25,6 +25,7 @@ from leaklab import resources as known
 from leaklab.attribution import graph_sizes, reachable_tensors
 from leaklab.measure import file_mappings
 
+_OWN = f"{__name__.split('.')[0]}."  # the types of the tool's own modules, as _type_name names them
 # Lines kept per kind.
 MAX_LINES = 3
 
@@ -193,7 +194,9 @@ def _object_growth(before: Census, after: Census, steps: int) -> list[str]:
         what = _type_name(element) if element is not None else "item"
         explained.add(what)
         lines.append(f"+{_per_step(added, steps)} {what}/step in {path} ({_describe(after.containers[path])})")
-    grew = collections.Counter({name: n for name, n in (after.types - before.types).items() if n >= steps})
+    # The check's own objects (the tensor counter's entries, a census's) are not the step's growth.
+    grew = collections.Counter({name: n for name, n in (after.types - before.types).items()
+                                if n >= steps and not name.startswith(_OWN)})
     for name, count in grew.most_common(MAX_LINES):
         if name not in explained:
             lines.append(f"+{_per_step(count, steps)} {name}/step")

@@ -182,12 +182,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     widths = {name: max(width, len(name)) for name, width in widths.items()}
 
     def show(row: dict[str, str]) -> None:
-        if not show.header_done:  # type: ignore[attr-defined]
-            print("  ".join(f"{name:<{widths[name]}}" for name in columns).rstrip(), flush=True)
-            show.header_done = True  # type: ignore[attr-defined]
         print("  ".join(f"{row[name]:<{widths[name]}}" for name in columns).rstrip(), flush=True)
 
-    show.header_done = False  # type: ignore[attr-defined]
+    show({name: name for name in columns})  # the header
 
     def skipped(case: Any, why: str, count: str = "skipped") -> dict[str, str]:
         for role in ("leak", "fix"):

@@ -228,3 +228,16 @@ def test_the_census_taken_before_the_confirmation_keeps_nothing_the_step_drops()
     gc.collect()
     assert batch() is None, "the census kept a batch alive"
     assert census.sizes and census.ids and not census.containers, "the census kept the step's containers"
+
+
+def test_the_census_names_no_object_of_the_check_itself():
+    """The tensor counter keeps one entry per live storage (leaklab.measure._Storage): a tensor
+    leak grows it, but it is the check's, not the step's, and must not be named as growth."""
+    from collections import Counter
+
+    from leaklab import growth
+
+    before, after = growth.Census(), growth.Census()
+    after.types = Counter({"leaklab.measure._Storage": 10, "mytrain.Record": 10})
+    lines = growth.growth(before, after, 10, {"objects"})["objects"]
+    assert lines == ["+1 mytrain.Record/step"]
