@@ -111,8 +111,6 @@ class Report:
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each stage of the run
     signature: dict[str, Any] | None = None    # the leak's signature (leaklab.signature), where it grows or plateaus
     resembles: list[dict[str, Any]] | None = None  # the catalog entries it resembles, closest first ([]: none close)
-    _phase: str | None = field(default=None, repr=False, compare=False)   # the run's clock (leaklab.runner)
-    _phase_started: float = field(default=0.0, repr=False, compare=False)
     counters: dict[str, int] = field(default_factory=dict)   # allocator counter deltas (cuda)
     before_build: dict[str, int] = field(default_factory=dict)
     torch_version: str = torch.__version__

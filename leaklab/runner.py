@@ -35,6 +35,7 @@ reported as such, never as a verdict on memory.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -58,17 +59,17 @@ from leaklab import resources as known
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.report import Report, ResourceResult
 from leaklab.verdict import (
-    BOUNDED,
-    CREEP_PASS,
+    CONFIRMATION,
     CREEP_WINDOW,
-    GROWS,
-    confirm,
-    confirm_creep,
-    creeps,
-    decide,
-    decide_truncated,
-    one_jump,
-    stalled,
+    MEASURED,
+    REMEASURED,
+    WARMUP,
+    Done,
+    Pass,
+    Plan,
+    Verdicts,
+    growing,
+    next_pass,
 )
 
 Step = Callable[[], Any]
@@ -77,10 +78,6 @@ Factory = Callable[[str], Step]
 ATTRIBUTION_STEPS = 5   # steps run after the series with allocation sites recorded
 NAMING_STEPS = 5        # steps run between two censuses of what grows (Python objects, threads, fds, mappings)
 MAX_STEPS = 100_000     # a series longer than this is a typo, not a leak check
-RESTARTS = 2            # lazy initialisations measured past at most this many times
-CREEP_STEPS_MAX = 400   # a creep's long pass is at most this long
-MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
-CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 
 
 class BadInput(ValueError):
@@ -139,12 +136,12 @@ class RunOptions:
 
     @property
     def confirm_steps(self) -> int:
-        return max(5, self.steps // 2)
+        return Plan(self.steps).confirm_steps
 
     @property
     def creep_steps(self) -> int:
         """The long pass that tells a slow leak from a saw-tooth (see :func:`leaklab.verdict.creeps`)."""
-        return min(CREEP_PASS * self.steps, CREEP_STEPS_MAX)
+        return Plan(self.steps).creep_steps
 
     def validate(self, device: str) -> str:
         """Check every setting before anything runs; returns the device, checked."""
@@ -226,6 +223,14 @@ class Series:
     def series(self, name: str) -> list[int]:
         return self.values[name][:self.count].tolist()
 
+    def per_step(self) -> dict[str, Any]:
+        """The report's per-step fields (the baseline reading covers no step)."""
+        count = self.count
+        return {"step_seconds": self.seconds[1:count].tolist(),
+                "metrics": {key: values[1:count].tolist() for key, values in self.metrics.items()},
+                "garbage": {"objects": self.garbage_objects[1:count].tolist(),
+                            "bytes": self.garbage_bytes[1:count].tolist()}}
+
 
 def call_step(step: Step, series: Series | None = None) -> None:
     """Run one step; keep the numbers it returns in ``series`` (reading index ``series.count``)."""
@@ -304,73 +309,196 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
     """Build a step with ``factory(device)``, run it under the probe, and decide the verdicts."""
     options = options or RunOptions()
     device = options.validate(device)
-    report = Report(device=device, steps=options.steps, warmup=options.warmup, name=options.name)
     children_before = {p.pid for p in live_children()}
     try:
-        _run(factory, device, options, report)
+        run = _run(factory, device, options)
     finally:
         # Whatever happened (a failure, Ctrl-C), nothing the step started is left running.
-        report.children = stop_children(children_before, options.child_wait)
-        report.children_left = len(report.children)
-    resemble(report)
-    return report
+        children = stop_children(children_before, options.child_wait)
+    return resemble(run.report(children))
 
 
-def resemble(report: Report) -> None:
-    """The report's signature and the catalog entries it resembles, where it grows or plateaus."""
+def resemble(report: Report) -> Report:
+    """The report with its signature and the catalog entries it resembles, where it grows or plateaus."""
     found = signature.signature(report)
-    if found is not None:
-        report.signature = found.to_json()
-        report.resembles = [entry.to_json() for entry in signature.resemble(found, device=report.device)]
+    if found is None:
+        return report
+    return dataclasses.replace(report, signature=found.to_json(),
+                               resembles=[entry.to_json() for entry in signature.resemble(found, device=report.device)])
 
 
-def _run(factory: Factory, device: str, options: RunOptions, report: Report) -> None:
-    """The run, in the order of the module's docstring: build, the series (warm-up, measured,
-    measured again after a lazy initialisation), the confirmation, the long pass, attribution,
-    naming what grows, the release."""
-    probe = Probe(device, known.resolve(device, tuple(options.resources)), track_tensors=options.attribute)
-    budget = {r.name: options.budget.get(r.name, r.budget) for r in probe.watched}
-    series = Series(probe.resources, max(options.warmup, options.steps + options.confirm_steps) + 1)
-    limit = _TimeLimit(options.timeout, hard=options.hard_timeout)
-    with probe, limit:
-        _enter(report, "build", stage=False)
-        probe.settle(clear_workspaces=True)
-        before = report.before_build = probe.sample()
-        run = _Run(_build(factory, device), probe, options, budget, probe.sample(), limit, report)
-        watcher = censuses = None
-        trends: dict[str, Any] = {}
-        try:
-            counters_start = _measure_series(run, series)
-            trends, censuses = _decide_with_passes(run, series)
-            if counters_start:
-                end = device_counters(device)
-                report.counters = {k: end[k] - counters_start.get(k, 0) for k in end}
-            if options.attribute and not report.stopped_by_budget and not report.pass_stopped:
-                watcher = _attribute(run)
-            report.failed_step = None
-            _enter(report, None)
-        except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
-            # The step's own failure is reported as such, not as a verdict and not as a crash of ours.
+BASELINE, CONTINUE = "baseline", "continue"
+
+
+@dataclass
+class _Run:
+    """One run, in one place: the step and its probe, the settings, the budget, the time limit and
+    the clock; the passes run so far and what they found. The report is built from it once, at
+    the end (:meth:`report`)."""
+
+    probe: Probe
+    options: RunOptions
+    limit: _TimeLimit
+    series: Series
+    budget: dict[str, int | None]
+    step: Step | None = None
+    before: dict[str, int] = field(default_factory=dict)  # read before the step was built
+    built: dict[str, int] = field(default_factory=dict)   # read just after: the budget counts from here
+    done: int = 0                      # steps run so far, warm-up included
+    failed_step: int | None = None     # the step running now: the one that failed, if one does
+    stage: str | None = None
+    over_budget: str | None = None
+    stopped_in_warmup: bool = False
+    pass_stopped: str | None = None
+    restarts: list[str] = field(default_factory=list)
+    verdicts: Verdicts | None = None
+    counters_start: dict[str, int] = field(default_factory=dict)
+    found: dict[str, Any] = field(default_factory=dict)  # what the run found besides the verdicts (Report's fields)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    _phase: str | None = None
+    _phase_started: float = 0.0
+
+    def enter(self, phase: str | None, stage: bool = True) -> None:
+        """The run moves to ``phase`` (None: the end); the time of the phase it leaves is added to
+        :attr:`phase_seconds` (what each pass cost, and the time to a verdict). ``stage``: the
+        phase is also where a failure of the step would be reported."""
+        now = time.perf_counter()
+        if self._phase is not None:
+            self.phase_seconds[self._phase] = self.phase_seconds.get(self._phase, 0.0) + now - self._phase_started
+        self._phase, self._phase_started = phase, now
+        if stage:
+            self.stage = phase
+
+    def fail(self, exc: BaseException) -> None:
+        """The step's own failure: reported as such, not as a verdict and not as a crash of ours."""
+        self.limit.disarm()
+        self.found["error"] = describe_failure(exc)
+        self.found["traceback"] = format_exception(exc)
+
+    def measure(self, series: Series, count: int, *, only: list[str] | None = None, start: str | None = None,
+                quiet: bool = False) -> None:
+        """``count`` more steps, each followed by a reading (of ``only`` these resources, if given).
+        ``start``: :data:`BASELINE` takes the series' first reading here first, :data:`CONTINUE` a
+        reading from which the series goes on where it stopped."""
+        probe, limit, step = self.probe, self.limit, self.step
+        sync = probe.kind == "cuda"
+        # Every object this loop keeps between two readings (its clock readings, the last sample) is
+        # alive before the reference reading too, so that reading counts the same objects of ours as
+        # every later one: python_objects is exact, and it would read the loop's own locals as growth.
+        started, seconds = time.perf_counter(), time.perf_counter()  # two floats, as the loop keeps
+        over = None
+        turns = iter(range(count))
+        sample = probe.sample(only) if start else {}
+        if start:
+            sample = probe.sample(only)  # taken while the last one is alive, as every later reading is
+        if start == BASELINE:
+            series.add(sample, probe, 0.0)
+        elif start == CONTINUE:
+            series.shift_from(sample)
+        for i in turns:
+            self.failed_step = self.done
+            limit.arm()
+            started = time.perf_counter()
+            call_step(step, series)
+            if sync:
+                torch.cuda.synchronize(probe.device)
+            seconds = time.perf_counter() - started
             limit.disarm()
-            report.error = describe_failure(exc)
-            report.traceback = format_exception(exc)
+            self.done += 1
+            sample = probe.sample(only)
+            series.add(sample, probe, seconds)
+            if self.options.progress and not quiet:
+                self.options.progress(i + 1, count, sample)
+            over = over_budget(series.last(), self.built, self.budget)
+            if over:
+                self.over_budget = over
+                break
+
+    def run_steps(self, count: int) -> None:
+        """``count`` steps with no reading (attribution's, naming's)."""
+        for i in range(count):
+            self.failed_step = self.done + i
+            self.limit.arm()
+            call_step(self.step)
+            self.limit.disarm()
+        self.done += count
+        self.failed_step = None
+
+    @contextlib.contextmanager
+    def added_pass(self, name: str) -> Iterator[None]:
+        """A pass the check added (measuring again after a lazy initialisation, the confirmation,
+        the long pass, attribution, naming): a step that fails in it ends that pass and runs no
+        more steps. Those steps are ours, not asked for, and a step that cannot run that long (a
+        finite iterator) leaves the verdict to the series already taken; the report says which
+        pass stopped where and why (:attr:`Report.pass_stopped`). The one place that handles it."""
+        try:
+            yield
+        except (Exception, SystemExit, StepTimeout) as exc:
+            self.limit.disarm()
+            self.pass_stopped = f"the {name} stopped at step {self.failed_step}: {describe_failure(exc)}"
+            self.done = self.failed_step or 0
+            self.failed_step = None
+
+    def report(self, children: list[str]) -> Report:
+        """The report of this run, built once, at its end."""
+        verdicts, series, options = self.verdicts, self.series, self.options
+        per_step: dict[str, Any] = series.per_step() if verdicts else {}
+        times = sorted(per_step.get("step_seconds", ()))
+        resources = results(verdicts, self.probe.watched, self.before, self.probe.device, options.exhaust_at,
+                            times[len(times) // 2] if times else None) if verdicts else {}
+        return Report(
+            device=self.probe.device, steps=options.steps, warmup=options.warmup, name=options.name,
+            resources=resources, **per_step, **self.found, failed_step=self.failed_step, stage=self.stage,
+            stopped_by_budget=self.over_budget, stopped_in_warmup=self.stopped_in_warmup, children=children,
+            children_left=len(children), restarts=self.restarts, pass_stopped=self.pass_stopped,
+            confirmed_steps=verdicts.confirmed_steps if verdicts else 0,
+            uncertain=list(verdicts.uncertain) if verdicts else [],
+            crept=list(verdicts.long_passed) if verdicts else [],
+            long_pass_steps=verdicts.long_pass_steps if verdicts else 0,
+            phase_seconds=self.phase_seconds, before_build=self.before)
+
+
+def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
+    """The run, in the order of the module's docstring: build, the passes (warm-up, measured, and
+    those the policy adds), attribution, naming what grows, the release."""
+    probe = Probe(device, known.resolve(device, tuple(options.resources)), track_tensors=options.attribute)
+    run = _Run(probe, options, _TimeLimit(options.timeout, hard=options.hard_timeout),
+               Series(probe.resources, max(options.warmup, options.steps + Plan(options.steps).confirm_steps) + 1),
+               {r.name: options.budget.get(r.name, r.budget) for r in probe.watched})
+    with probe, run.limit:
+        run.enter("build", stage=False)
+        probe.settle(clear_workspaces=True)
+        run.before = probe.sample()
+        run.step = _build(factory, device)
+        run.built = probe.sample()
+        watcher = censuses = None
+        try:
+            censuses = _passes(run)
+            if run.counters_start:
+                end = device_counters(device)
+                run.found["counters"] = {k: end[k] - run.counters_start.get(k, 0) for k in end}
+            if options.attribute and not run.over_budget and not run.pass_stopped:
+                watcher = _attribute(run)
+            run.failed_step = None
+            run.enter(None)
+        except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
+            run.fail(exc)
             del exc
-        _enter(report, "release", stage=False)
+        run.enter("release", stage=False)
         if watcher is not None:
-            report.sites, report.history = attribution.finish(watcher, probe, run.step)
-        if report.error is None and not report.stopped_by_budget and not report.pass_stopped:
+            run.found["sites"], run.found["history"] = attribution.finish(watcher, probe, run.step)
+        if "error" not in run.found and not run.over_budget and not run.pass_stopped:
             try:
-                _name_growth(run, trends, censuses)
+                _name_growth(run, censuses)
             except KeyboardInterrupt as exc:
-                limit.disarm()
-                report.error = describe_failure(exc)
-                report.traceback = format_exception(exc)
+                run.fail(exc)
                 del exc
-            _enter(report, "release", stage=False)
+            run.enter("release", stage=False)
         censuses = None  # they hold the step's containers: they go with the step
-        after = _release(run, before)
-    report.leftover = leftover(probe.watched, before, after)
-    _enter(report, None, stage=False)
+        after = _release(run)
+    run.found["leftover"] = leftover(probe.watched, run.before, after)
+    run.enter(None, stage=False)
+    return run
 
 
 def _build(factory: Factory, device: str) -> Step:
@@ -387,100 +515,115 @@ def _build(factory: Factory, device: str) -> Step:
     return step
 
 
-def _measure_series(run: _Run, series: Series) -> dict[str, int]:
-    """Warm-up, then the measured series, measured again from a new baseline after a lazy
-    initialisation (a series that made one jump and stayed flat), at most :data:`RESTARTS` times.
-    Returns the CUDA allocator's counters at the last baseline (empty on the CPU)."""
-    probe, report, options = run.probe, run.report, run.options
-    # Warm-up runs through the very loop the measured steps use, read for the budget only,
-    # so that whatever that loop sets up on its first turns is in place before the baseline.
-    _enter(report, "warm-up")
-    series.count = 0
-    series.add(run.built, probe, 0.0)
-    run.measure(series, options.warmup, quiet=True)
-    report.stopped_in_warmup = report.stopped_by_budget is not None
-    counters_start: dict[str, int] = {}
-    restarts = 0
-    while not report.stopped_by_budget:
-        _enter(report, "measured")
-        before_restart = series.kept() if restarts else None
-        series.count = 0
-        series.shift = dict.fromkeys(series.names, 0)
-        probe.freeze_existing()
-        if probe.kind == "cuda":
-            counters_start = device_counters(probe.device)
-        if before_restart is None:  # the steps asked for: a failure is the step's own
-            run.measure(series, options.steps, start=BASELINE)
-        else:
-            with run.added_pass("re-measured series"):
-                run.measure(series, options.steps, start=BASELINE)
-            if report.pass_stopped:
-                if series.count < MIN_READINGS:  # too few after the jump to judge: the series before it
-                    series.restore(before_restart)
-                break
-        if report.stopped_by_budget or restarts >= RESTARTS:
-            break
-        jumps = [r.name for r in probe.watched
-                 if r.judged and not r.cache and one_jump(series.series(r.name), r) is not None]
-        if not jumps:
-            break
-        restarts += 1
-        report.restarts.append(f"{', '.join(jumps)} made one jump and stayed flat (a lazy initialisation): "
-                               f"measured again after {run.done} steps")
-    return counters_start
-
-
-def _decide_with_passes(run: _Run, series: Series) -> tuple[dict[str, Any], _Censuses | None]:
-    """The verdicts: decided on the series, then, where any is not a clear bounded, confirmed
-    over more steps (with what grows counted by two censuses around them), and a creep or a
-    growth of python_objects alone watched through a long pass. Keeps them in the report and
-    returns them with the censuses."""
-    probe, report, options, watched = run.probe, run.report, run.options, run.probe.watched
-    trends = decide_series(series, watched, report)
-    crept = _creeping(series, watched, trends)
-    first, start = trends, series.count - 1
+def _passes(run: _Run) -> _Censuses | None:
+    """Warm-up, then each pass the policy asks for (:func:`leaklab.verdict.next_pass`) until it
+    gives the verdicts, kept on the run. Returns the censuses taken around the confirmation."""
+    probe, series = run.probe, run.series
+    plan = Plan(run.options.steps, run.options.confirm)
+    history = [_warm_up(run)]
+    kept: dict[int, dict[str, Any]] = {}  # a measured series, kept when it is measured again
     censuses = None
-    if (options.confirm and not report.stopped_by_budget and not report.pass_stopped
-            and (_needs_confirmation(trends) or crept)):
-        _enter(report, "confirmation")
-        # What already grows is named over the confirmation's own steps, between two
-        # censuses, instead of over extra steps after the verdict (see _name_growth).
-        censuses = _Censuses(growth.kinds(_growing(trends)), options.confirm_steps)
-        censuses.before = censuses.take(run.step, probe)
-        # What the decision itself keeps alive (a few Python objects, a census) must not read
-        # as a step of the series: the readings go on from where the series stopped.
-        with run.added_pass("confirmation"):
-            run.measure(series, options.confirm_steps, start=CONTINUE)
-        if report.pass_stopped:
-            series.count = start + 1  # the verdict stays the series' before it
-            censuses = None
-        else:
-            if censuses.before is not None:
+    while not isinstance(decision := next_pass(history, probe.watched, plan), Verdicts):
+        run.enter(MEASURED if decision.kind == REMEASURED else decision.kind)
+        if decision.kind == REMEASURED:
+            kept[len(history) - 1] = series.kept()
+            run.restarts.append(f"{decision.why}: measured again after {run.done} steps")
+        if decision.kind in (MEASURED, REMEASURED):
+            history.append(_measured(run, decision))
+        elif decision.kind == CONFIRMATION:
+            # What already grows is named over the confirmation's own steps, between two
+            # censuses, instead of over extra steps after the verdict (see _name_growth).
+            censuses = _Censuses(growth.kinds(set(decision.growing)), decision.steps)
+            censuses.before = censuses.take(run.step, probe)
+            history.append(_continued(run, decision))
+            if history[-1].stopped:
+                censuses = None
+            elif censuses.before is not None:
                 censuses.after = censuses.take(run.step, probe, first=False)
-            trends = decide_series(series, watched, report)
-            if not report.stopped_by_budget:
-                trends = {name: confirm(first[name], trend, series.series(name)[start:], known.get(name))
-                          if name in first else trend for name, trend in trends.items()}
-                report.uncertain = [name for name, trend in first.items() if known.get(name).judged and name
-                                    not in crept and name in trends and trends[name].verdict != trend.verdict]
-            report.confirmed_steps = options.confirm_steps
-    extended: dict[str, list[int]] = {}
-    # A creep under the floor where nothing grows, or growth seen only in counters that a
-    # cache filled lazily over a first epoch makes rise like a leak (python_objects: a
-    # dataset's per-item objects), is watched through a long pass before it is reported.
-    longer = ((crept if not _growing(trends) else _growing_alone(trends))
-              if not report.stopped_by_budget and not report.pass_stopped else [])
-    if options.confirm and longer:
-        _enter(report, "long pass")
-        extended = _long_pass(run, series, longer, start)
-        if not report.pass_stopped:
-            for name in longer:
-                values = extended[name]
-                trends[name] = confirm_creep(first[name], decide(values, known.get(name), floor=0 if name in crept
-                                                                 else None), values[start:])
-        report.crept = longer
-    keep_series(report, series, watched, trends, probe.device, options, extended)
-    return trends, censuses
+        else:
+            history.append(_long_pass(run, decision))
+    if decision.base in kept:  # a re-measured series too short to judge: the one before it stands
+        series.restore(kept[decision.base])
+    series.count = decision.readings
+    run.verdicts = decision
+    return censuses
+
+
+def _readings(series: Series, start: int = 0) -> dict[str, list[int]]:
+    return {name: series.series(name)[start:] for name in series.names}
+
+
+def _warm_up(run: _Run) -> Done:
+    """Warm-up runs through the very loop the measured steps use, read for the budget only, so
+    that whatever that loop sets up on its first turns is in place before the baseline."""
+    run.enter(WARMUP)
+    run.series.count = 0
+    run.series.add(run.built, run.probe, 0.0)
+    run.measure(run.series, run.options.warmup, quiet=True)
+    run.stopped_in_warmup = run.over_budget is not None
+    return Done(WARMUP, _readings(run.series), over_budget=run.over_budget)
+
+
+def _measured(run: _Run, plan: Pass) -> Done:
+    """A series from a new baseline, everything alive frozen first. The first one is the steps
+    asked for, so a failure in it is the step's own; measured again, it is a pass the check added."""
+    series, probe = run.series, run.probe
+    series.count = 0
+    series.shift = dict.fromkeys(series.names, 0)
+    probe.freeze_existing()
+    if probe.kind == "cuda":
+        run.counters_start = device_counters(probe.device)
+    with run.added_pass(plan.kind) if plan.kind == REMEASURED else contextlib.nullcontext():
+        run.measure(series, plan.steps, start=BASELINE)
+    return Done(plan.kind, _readings(series), stopped=run.pass_stopped is not None, over_budget=run.over_budget)
+
+
+def _continued(run: _Run, plan: Pass) -> Done:
+    """The series continued (the confirmation). What the decision itself keeps alive (a few Python
+    objects, a census) must not read as a step of the series: the readings go on from where the
+    series stopped."""
+    start = run.series.count
+    with run.added_pass(plan.kind):
+        run.measure(run.series, plan.steps, start=CONTINUE)
+    return Done(plan.kind, _readings(run.series, start), stopped=run.pass_stopped is not None,
+                over_budget=run.over_budget)
+
+
+def _long_pass(run: _Run, plan: Pass) -> Done:
+    """The series of ``plan.resources`` alone continued (the others were decided, and a
+    DataLoader's workers cost milliseconds a reading), in runs of :data:`CREEP_WINDOW` steps,
+    until the pass may stop (:meth:`leaklab.verdict.Pass.may_stop`)."""
+    series, names = run.series, list(plan.resources)
+    light = Series(plan.resources, plan.steps + 1)
+    last = series.last()
+    start = run.probe.sample(names)
+    light.shift = {name: start[name] - last[name] for name in names}  # go on from where the series stopped
+    with run.added_pass(plan.kind):
+        while light.count < plan.steps and not run.over_budget:
+            run.measure(light, min(CREEP_WINDOW, plan.steps - light.count), only=names)
+            if plan.may_stop({name: series.series(name) + light.series(name) for name in names}):
+                break
+    return Done(plan.kind, _readings(light), stopped=run.pass_stopped is not None, over_budget=run.over_budget)
+
+
+def results(verdicts: Verdicts, watched: tuple[known.Resource, ...], before: dict[str, int], device: str,
+            exhaust_at: int | None = None, median_seconds: float | None = None) -> dict[str, ResourceResult]:
+    """Each judged series with its verdict, as the report shows it, with how soon it would run out."""
+    found = {}
+    for resource in watched:
+        trend = verdicts.trends.get(resource.name)
+        if trend is None:
+            continue  # the budget cut the run before this resource had a series to judge
+        values = verdicts.series[resource.name]
+        result = ResourceResult(resource.name, values, trend, before.get(resource.name, values[0]))
+        total = (exhaust_at if exhaust_at and resource.unit == "B"
+                 else resource.capacity(device) if resource.capacity else None)
+        if total is not None:
+            result.steps_to_exhaust = trend.steps_to_exhaust(values[-1], total)
+            if result.steps_to_exhaust is not None and median_seconds:
+                result.hours_to_exhaust = result.steps_to_exhaust * median_seconds / 3600
+        found[resource.name] = result
+    return found
 
 
 def _attribute(run: _Run) -> attribution.Watcher:
@@ -488,7 +631,7 @@ def _attribute(run: _Run) -> attribution.Watcher:
     allocation stacks costs host memory (the allocator's history lives on the host), which must
     not show in the verdicts it explains."""
     probe, options = run.probe, run.options
-    _enter(run.report, "attribution")
+    run.enter("attribution")
     watcher = attribution.start(probe, run.step, options.snapshot, snapshot_overwrite=options.snapshot_overwrite,
                                 snapshot_html=options.snapshot_html)
     with run.added_pass("attribution"):
@@ -499,14 +642,14 @@ def _attribute(run: _Run) -> attribution.Watcher:
     return watcher
 
 
-def _release(run: _Run, before: dict[str, int]) -> dict[str, int]:
+def _release(run: _Run) -> dict[str, int]:
     """The step dropped and its memory read again (after a full collection where anything seems to
     have stayed); returns that reading."""
     probe = run.probe
     run.step = None
     probe.settle(clear_workspaces=True)
     after = probe.sample()
-    if leftover(probe.watched, before, after):
+    if leftover(probe.watched, run.before, after):
         # Read again after a full collection before saying anything stayed: cycles that were
         # frozen with everything else after warm-up are collectable only once unfrozen.
         probe.unfreeze()
@@ -538,17 +681,17 @@ class _Censuses:
         return self.after is not None and self.before is not None and what <= self.what
 
 
-def _name_growth(run: _Run, trends: dict[str, Any], censuses: _Censuses | None = None) -> None:
+def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
     """Where Python objects, tensors, threads, descriptors or mappings grow, name what grows from
     two censuses: those taken around the confirmation pass where they cover what grows (no step
     is added), or else a census, a few extra steps, a census again, after attribution so that
     attribution watches the steps right after the series. A step that fails in those extra steps
     leaves the growth unnamed (they are ours), and the verdict stands."""
-    report, step, probe = run.report, run.step, run.probe
-    what = growth.kinds(_growing(trends))
+    step, probe = run.step, run.probe
+    what = growth.kinds(set(growing(run.verdicts.trends, probe.watched))) if run.verdicts else set()
     if not what:
         return
-    _enter(report, "naming")
+    run.enter("naming")
     if censuses is None or not censuses.cover(what):
         censuses = _Censuses(what, NAMING_STEPS)
         censuses.before = censuses.take(step, probe)
@@ -556,27 +699,16 @@ def _name_growth(run: _Run, trends: dict[str, Any], censuses: _Censuses | None =
             run.run_steps(NAMING_STEPS)
         except (Exception, SystemExit, StepTimeout):
             run.limit.disarm()
-            report.failed_step = None
-            _enter(report, None)
+            run.failed_step = None
+            run.enter(None)
             return
         censuses.after = censuses.take(step, probe, first=False)
     if censuses.cover(what):
-        report.growth = growth.growth(censuses.before, censuses.after, censuses.steps, what)
-        if "objects" in what and report.history is None:
-            report.history = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs, censuses.steps)
-    _enter(report, None)
-
-
-def _enter(report: Report, phase: str | None, stage: bool = True) -> None:
-    """The run moves to ``phase`` (None: the end); the time of the phase it leaves is added to
-    :attr:`Report.phase_seconds` (what each pass cost, and the time to a verdict). ``stage``: the
-    phase is also where a failure of the step would be reported."""
-    now = time.perf_counter()
-    if report._phase is not None:
-        report.phase_seconds[report._phase] = report.phase_seconds.get(report._phase, 0.0) + now - report._phase_started
-    report._phase, report._phase_started = phase, now
-    if stage:
-        report.stage = phase
+        run.found["growth"] = growth.growth(censuses.before, censuses.after, censuses.steps, what)
+        if "objects" in what and run.found.get("history") is None:
+            run.found["history"] = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs,
+                                                                censuses.steps)
+    run.enter(None)
 
 
 def leftover(watched: tuple[known.Resource, ...], before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -596,174 +728,6 @@ def over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str,
         if limit is not None and value - start[name] > limit:
             return name
     return None
-
-
-BASELINE, CONTINUE = "baseline", "continue"
-
-
-@dataclass
-class _Run:
-    """What every pass of one run needs, in one place: the step and its probe, the settings, the
-    budget (measured from ``built``, the reading just after the step was built), the time limit,
-    the report the run fills in and the steps run so far."""
-
-    step: Step
-    probe: Probe
-    options: RunOptions
-    budget: dict[str, int | None]
-    built: dict[str, int]
-    limit: _TimeLimit
-    report: Report
-    done: int = 0
-
-    def measure(self, series: Series, count: int, *, only: list[str] | None = None, start: str | None = None,
-                quiet: bool = False) -> None:
-        """``count`` more steps, each followed by a reading (of ``only`` these resources, if given).
-        ``start``: :data:`BASELINE` takes the series' first reading here first, :data:`CONTINUE` a
-        reading from which the series goes on where it stopped."""
-        probe, report, limit, step = self.probe, self.report, self.limit, self.step
-        sync = probe.kind == "cuda"
-        # Every object this loop keeps between two readings (its clock readings, the last sample) is
-        # alive before the reference reading too, so that reading counts the same objects of ours as
-        # every later one: python_objects is exact, and it would read the loop's own locals as growth.
-        started, seconds = time.perf_counter(), time.perf_counter()  # two floats, as the loop keeps
-        over = None
-        turns = iter(range(count))
-        sample = probe.sample(only) if start else {}
-        if start:
-            sample = probe.sample(only)  # taken while the last one is alive, as every later reading is
-        if start == BASELINE:
-            series.add(sample, probe, 0.0)
-        elif start == CONTINUE:
-            series.shift_from(sample)
-        for i in turns:
-            report.failed_step = self.done
-            limit.arm()
-            started = time.perf_counter()
-            call_step(step, series)
-            if sync:
-                torch.cuda.synchronize(probe.device)
-            seconds = time.perf_counter() - started
-            limit.disarm()
-            self.done += 1
-            sample = probe.sample(only)
-            series.add(sample, probe, seconds)
-            if self.options.progress and not quiet:
-                self.options.progress(i + 1, count, sample)
-            over = over_budget(series.last(), self.built, self.budget)
-            if over:
-                report.stopped_by_budget = over
-                break
-
-    def run_steps(self, count: int) -> None:
-        """``count`` steps with no reading (attribution's, naming's)."""
-        for i in range(count):
-            self.report.failed_step = self.done + i
-            self.limit.arm()
-            call_step(self.step)
-            self.limit.disarm()
-        self.done += count
-        self.report.failed_step = None
-
-    @contextlib.contextmanager
-    def added_pass(self, name: str) -> Iterator[None]:
-        """A pass the check added (measuring again after a lazy initialisation, the confirmation,
-        the long pass, attribution, naming): a step that fails in it ends that pass and runs no
-        more steps. Those steps are ours, not asked for, and a step that cannot run that long (a
-        finite iterator) leaves the verdict to the series already taken; the report says which
-        pass stopped where and why (:attr:`Report.pass_stopped`). The one place that handles it."""
-        try:
-            yield
-        except (Exception, SystemExit, StepTimeout) as exc:
-            self.limit.disarm()
-            self.report.pass_stopped = f"the {name} stopped at step {self.report.failed_step}: {describe_failure(exc)}"
-            self.done = self.report.failed_step or 0
-            self.report.failed_step = None
-
-
-def decide_series(series: Series, watched: tuple[known.Resource, ...], report: Report) -> dict[str, Any]:
-    """Each watched resource's verdict on ``series`` (one cut by the budget grows: its slope is given)."""
-    trends = {}
-    for resource in watched:
-        values = series.series(resource.name)
-        if resource.resets:  # the baseline reading covers no step: the trend starts at step 1
-            values = values[1:]
-        if report.stopped_by_budget == resource.name:
-            trends[resource.name] = decide_truncated(values, resource)
-        elif len(values) >= MIN_READINGS:
-            trends[resource.name] = decide(values, resource)
-    return trends
-
-
-def _growing(trends: dict[str, Any]) -> set[str]:
-    return {name for name, trend in trends.items() if known.get(name).judged and trend.verdict == GROWS}
-
-
-def _creeping(series: Series, watched: tuple[known.Resource, ...], trends: dict[str, Any]) -> list[str]:
-    """Noisy series that crept up under their floor, where nothing grows (a run that already
-    fails needs no long pass)."""
-    if _growing(trends):
-        return []
-    return [r.name for r in watched if r.judged and r.name in trends and creeps(series.series(r.name), r)]
-
-
-def _growing_alone(trends: dict[str, Any]) -> list[str]:
-    """The growing resources, where every one of them is confirmed through a long pass
-    (:attr:`leaklab.resources.Resource.long_growth`); none otherwise."""
-    growing = [name for name in trends if name in _growing(trends)]
-    return growing if growing and all(known.get(name).long_growth for name in growing) else []
-
-
-def _long_pass(run: _Run, series: Series, crept: list[str], since: int) -> dict[str, list[int]]:
-    """The creeping series continued for :attr:`RunOptions.creep_steps` more steps, reading only
-    them (the other resources were decided, and a DataLoader's workers cost milliseconds a
-    reading), or until every one of them stalled (:func:`leaklab.verdict.stalled`, counted from
-    reading ``since``, as :func:`leaklab.verdict.confirm_creep` counts); returns each one's whole
-    series. A step that cannot run that long (a finite iterator) ends the pass
-    (:meth:`_Run.added_pass`): it is ours, not asked for, and the creep keeps its verdict under the floor."""
-    steps = run.options.creep_steps
-    light = Series(tuple(crept), steps + 1)
-    last = series.last()
-    start = run.probe.sample(crept)
-    light.shift = {name: start[name] - last[name] for name in crept}  # go on from where the series stopped
-    with run.added_pass("long pass"):
-        # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
-        while light.count < steps and not run.report.stopped_by_budget:
-            run.measure(light, min(CREEP_WINDOW, steps - light.count), only=crept)
-            if all(stalled(series.series(name)[since:] + light.series(name)) for name in crept):
-                break
-    run.report.long_pass_steps = light.count
-    return {name: series.series(name) + light.series(name) for name in crept}
-
-
-def _needs_confirmation(trends: dict[str, Any]) -> bool:
-    return any(
-        known.get(name).judged and (trend.verdict != BOUNDED or trend.margin > CONFIRM_BAR)
-        for name, trend in trends.items()
-    )
-
-
-def keep_series(report: Report, series: Series, watched: tuple[known.Resource, ...], trends: dict[str, Any],
-          device: str, options: RunOptions, extended: dict[str, list[int]] | None = None) -> None:
-    """The series and their verdicts into the report (per resource, with how soon each would run out)."""
-    count = series.count
-    report.step_seconds = series.seconds[1:count].tolist()
-    report.metrics = {key: values[1:count].tolist() for key, values in series.metrics.items()}
-    report.garbage = {"objects": series.garbage_objects[1:count].tolist(), "bytes": series.garbage_bytes[1:count].tolist()}
-    median_seconds = report.median_step_seconds
-    for resource in watched:
-        trend = trends.get(resource.name)
-        if trend is None:
-            continue  # the budget cut the run before this resource had a series to judge
-        values = (extended or {}).get(resource.name) or series.series(resource.name)
-        result = ResourceResult(resource.name, values, trend, report.before_build.get(resource.name, values[0]))
-        total = (options.exhaust_at if options.exhaust_at and resource.unit == "B"
-                 else resource.capacity(device) if resource.capacity else None)
-        if total is not None:
-            result.steps_to_exhaust = trend.steps_to_exhaust(values[-1], total)
-            if result.steps_to_exhaust is not None and median_seconds:
-                result.hours_to_exhaust = result.steps_to_exhaust * median_seconds / 3600
-        report.resources[resource.name] = result
 
 
 def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0, quiet: float = 2.0) -> list[str]:

@@ -40,6 +40,7 @@ first pass (a saw-tooth: a dict's table rebuilt, batches freed) (:func:`confirm`
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -263,6 +264,250 @@ def one_jump(samples: list[float], resource: Resource) -> int | None:
     return None
 
 
-__all__ = ["BOUNDED", "GROWS", "PLATEAU", "RAISES", "VERDICTS", "Trend", "confirm", "confirm_creep", "creeps", "decide",
-           "decide_truncated",
-           "format_bytes", "one_jump", "scatter", "theil_sen_slope", "thin"]
+
+# ----------------------------------------------------------------------------- the passes
+# Everything above judges one series. What follows is the policy: after each pass of steps, which
+# pass comes next (measuring again after a lazy initialisation, the confirmation, the long pass)
+# or the final verdicts. Series in, decision out: no probe, clock or report.
+
+WARMUP, MEASURED, REMEASURED = "warm-up", "measured", "re-measured series"
+CONFIRMATION, LONG_PASS = "confirmation", "long pass"
+MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
+RESTARTS = 2            # lazy initialisations measured past at most this many times
+CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
+CREEP_STEPS_MAX = 400   # a long pass is at most this long
+
+Readings = Mapping[str, list[float]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The settings the policy reads: the steps asked for, and whether the check may add passes."""
+
+    steps: int
+    confirm: bool = True
+
+    @property
+    def confirm_steps(self) -> int:
+        return max(5, self.steps // 2)
+
+    @property
+    def creep_steps(self) -> int:
+        return min(CREEP_PASS * self.steps, CREEP_STEPS_MAX)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A pass of steps to run. ``resources``: the only ones read (empty: every watched one);
+    ``growing``: what grew when it was planned (named by censuses around it); ``since``: a long
+    pass may end once every series, from this reading on, stalled (:meth:`may_stop`)."""
+
+    kind: str
+    steps: int
+    resources: tuple[str, ...] = ()
+    why: str = ""
+    growing: tuple[str, ...] = ()
+    since: int = 0
+
+    def may_stop(self, series: Readings) -> bool:
+        """Whether the pass can end before its steps are run: a long pass whose every series has
+        stalled (:func:`stalled`) can no longer be called growing."""
+        return self.kind == LONG_PASS and all(stalled(list(series[name][self.since:])) for name in self.resources)
+
+
+@dataclass(frozen=True)
+class Done:
+    """A pass that ran: its readings (a pass that starts a series, warm-up or measured: the
+    baseline first; a pass that continues one: its own readings only), whether a step failed in
+    it (``stopped``: a pass the check added ends there), and which resource passed its budget."""
+
+    kind: str
+    readings: Readings
+    stopped: bool = False
+    over_budget: str | None = None
+
+    @property
+    def count(self) -> int:
+        return max((len(values) for values in self.readings.values()), default=0)
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The final verdicts: each resource's trend and the series it was decided on; ``base``: the
+    index in the history of the measured pass they stand on, ``readings``: how many readings of
+    that series with the confirmation's (which the runner keeps for the step times and metrics)."""
+
+    trends: dict[str, Trend]
+    series: dict[str, list[float]]
+    base: int
+    readings: int
+    uncertain: tuple[str, ...] = ()
+    long_passed: tuple[str, ...] = ()
+    confirmed_steps: int = 0
+    long_pass_steps: int = 0
+
+
+def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None) -> dict[str, Trend]:
+    """Each watched resource's verdict on a series (one the budget cut grows: its slope is given;
+    one too short to judge gets none)."""
+    trends = {}
+    for resource in watched:
+        values = list(readings.get(resource.name, ()))
+        if resource.resets:  # the baseline reading covers no step: the trend starts at step 1
+            values = values[1:]
+        if over_budget == resource.name:
+            trends[resource.name] = decide_truncated(values, resource)
+        elif len(values) >= MIN_READINGS:
+            trends[resource.name] = decide(values, resource)
+    return trends
+
+
+def growing(trends: Mapping[str, Trend], watched: Sequence[Resource]) -> list[str]:
+    """The judged resources that grow, in the order watched."""
+    return [r.name for r in watched if r.judged and r.name in trends and trends[r.name].verdict == GROWS]
+
+
+def lazy_jumps(readings: Readings, watched: Sequence[Resource]) -> list[str]:
+    """The judged series that made one jump and stayed flat (not a cache's: a cache fills in jumps)."""
+    return [r.name for r in watched if r.judged and not r.cache and r.name in readings
+            and one_jump(list(readings[r.name]), r) is not None]
+
+
+def creeping(readings: Readings, watched: Sequence[Resource], trends: Mapping[str, Trend]) -> list[str]:
+    """Noisy series that crept up under their floor (:func:`creeps`), where nothing grows (a run
+    that already fails needs no long pass)."""
+    if growing(trends, watched):
+        return []
+    return [r.name for r in watched if r.judged and r.name in trends and creeps(list(readings[r.name]), r)]
+
+
+def needs_confirmation(trends: Mapping[str, Trend], watched: Sequence[Resource]) -> bool:
+    """Any verdict but a clear bounded is confirmed: one not bounded, or bounded but close to its bar."""
+    return any(r.judged and r.name in trends and (trends[r.name].verdict != BOUNDED or trends[r.name].margin > CONFIRM_BAR)
+               for r in watched)
+
+
+def growing_alone(trends: Mapping[str, Trend], watched: Sequence[Resource]) -> list[str]:
+    """The growing resources, where every one of them is confirmed through a long pass
+    (:attr:`Resource.long_growth`: a counter that a lazily filled cache makes rise like a leak);
+    none otherwise."""
+    names = growing(trends, watched)
+    by_name = {r.name: r for r in watched}
+    return names if names and all(by_name[name].long_growth for name in names) else []
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """What the history says so far, worked out again from it at every call."""
+
+    base: int                       # the index of the measured pass the verdicts stand on
+    series: dict[str, list[float]]  # its readings, with the confirmation's where it ran through
+    first: dict[str, Trend]         # the verdicts on the measured series alone
+    crept: list[str]                # creeping on the measured series
+    trends: dict[str, Trend]        # the verdicts so far
+    count: int                      # readings of the measured series alone
+    uncertain: tuple[str, ...] = ()
+    confirmed_steps: int = 0
+
+
+def _measured(history: Sequence[Done], watched: Sequence[Resource]) -> _Stage:
+    """The measured series the verdicts stand on: the last one, except a re-measured series that
+    stopped before it had enough readings to judge (the series before it stands)."""
+    base = max(i for i, done in enumerate(history) if done.kind in (WARMUP, MEASURED, REMEASURED))
+    if history[base].kind == REMEASURED and history[base].stopped and history[base].count < MIN_READINGS:
+        base = max(i for i, done in enumerate(history[:base]) if done.kind in (MEASURED, REMEASURED))
+    readings = {name: list(values) for name, values in history[base].readings.items()}
+    first = judge(readings, watched, history[base].over_budget)
+    return _Stage(base, readings, first, creeping(readings, watched, first), first, history[base].count)
+
+
+def _confirmed(stage: _Stage, confirmation: Done, watched: Sequence[Resource], plan: Plan) -> _Stage:
+    """The verdicts after a confirmation pass, decided again on the whole series. A noisy counter
+    must still grow through the pass (:func:`confirm`); a resource whose verdict changed is
+    uncertain. A pass a step failed in leaves the measured series' verdicts as they were."""
+    if confirmation.stopped:
+        return stage
+    series = {name: values + list(confirmation.readings.get(name, ())) for name, values in stage.series.items()}
+    trends = judge(series, watched, confirmation.over_budget)
+    uncertain: tuple[str, ...] = ()
+    if not confirmation.over_budget:
+        start = stage.count - 1
+        by_name = {r.name: r for r in watched}
+        trends = {name: confirm(stage.first[name], trend, series[name][start:], by_name[name])
+                  if name in stage.first else trend for name, trend in trends.items()}
+        uncertain = tuple(name for name, trend in stage.first.items() if by_name[name].judged and name not in stage.crept
+                          and name in trends and trends[name].verdict != trend.verdict)
+    return _Stage(stage.base, series, stage.first, stage.crept, trends, stage.count, uncertain, plan.confirm_steps)
+
+
+def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], start: int) -> tuple[dict, dict]:
+    """The verdicts after a long pass: each series it watched, decided on the whole of it (without
+    the floor for a creep) and held to its rate through the pass (:func:`confirm_creep`)."""
+    trends, series = dict(stage.trends), dict(stage.series)
+    for name, values in long_pass.readings.items():
+        series[name] = stage.series[name] + list(values)
+        if not long_pass.stopped:
+            resource = next(r for r in watched if r.name == name)
+            extended = decide(series[name], resource, floor=0 if name in stage.crept else None)
+            trends[name] = confirm_creep(stage.first[name], extended, series[name][start:])
+    return trends, series
+
+
+def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) -> Pass | Verdicts:
+    """The policy, read top to bottom: after the passes in ``history`` (warm-up first), the next
+    pass to run, or the final verdicts.
+
+    1. Warm-up stopped by the budget: judged as it is (what passed its budget grows). Otherwise the
+       measured series.
+    2. A measured series that passed a budget, or that a step failed in, is final. One where a
+       judged series made one jump and stayed flat (a lazy initialisation: a first torch call
+       after warm-up) is measured again from a new baseline, at most :data:`RESTARTS` times.
+    3. Where any verdict is not a clear bounded, or a noisy series crept up under its floor, a
+       confirmation pass continues the series and the verdicts are decided again on all of it.
+    4. Where nothing grows but a series crept, or what grows is only counters a lazily filled cache
+       makes rise (:attr:`Resource.long_growth`), those series alone are continued through a long
+       pass, which may end once they all stalled.
+    """
+    last = history[-1]
+    if last.kind == WARMUP:
+        if last.over_budget:
+            return _final(_measured(history, watched), history)
+        return Pass(MEASURED, plan.steps)
+    if last.kind in (MEASURED, REMEASURED):
+        stage = _measured(history, watched)
+        if last.over_budget or last.stopped:
+            return _final(stage, history)
+        restarts = sum(done.kind == REMEASURED for done in history)
+        jumps = lazy_jumps(last.readings, watched) if restarts < RESTARTS else []
+        if jumps:
+            return Pass(REMEASURED, plan.steps, why=f"{', '.join(jumps)} made one jump and stayed flat "
+                        "(a lazy initialisation)")
+        if plan.confirm and (needs_confirmation(stage.first, watched) or stage.crept):
+            return Pass(CONFIRMATION, plan.confirm_steps, growing=tuple(growing(stage.first, watched)))
+        return _final(stage, history)
+    stage = _measured(history, watched)
+    start = stage.count - 1
+    if last.kind == CONFIRMATION:
+        stage = _confirmed(stage, last, watched, plan)
+        if last.stopped or last.over_budget or not plan.confirm:
+            return _final(stage, history)
+        longer = stage.crept if not growing(stage.trends, watched) else growing_alone(stage.trends, watched)
+        if longer:
+            return Pass(LONG_PASS, plan.creep_steps, resources=tuple(longer), since=start)
+        return _final(stage, history)
+    if last.kind == LONG_PASS:
+        stage = _confirmed(stage, history[-2], watched, plan)
+        trends, series = _long_passed(stage, last, watched, start)
+        return Verdicts(trends, series, stage.base, len(next(iter(stage.series.values()), ())), stage.uncertain,
+                        tuple(last.readings), stage.confirmed_steps, last.count)
+    raise ValueError(f"no pass of kind {last.kind!r}")
+
+
+def _final(stage: _Stage, history: Sequence[Done]) -> Verdicts:
+    return Verdicts(stage.trends, stage.series, stage.base, len(next(iter(stage.series.values()), ())),
+                    stage.uncertain, (), stage.confirmed_steps)
+
+
+__all__ = ["BOUNDED", "CONFIRMATION", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "VERDICTS",
+           "WARMUP", "Done", "Pass", "Plan", "Trend", "Verdicts", "confirm", "confirm_creep", "creeps", "decide",
+           "decide_truncated", "format_bytes", "judge", "next_pass", "one_jump", "scatter", "theil_sen_slope", "thin"]

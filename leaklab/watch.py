@@ -121,33 +121,36 @@ class Watch:
                  tb: TracebackType | None) -> bool:
         from leaklab.measure import device_counters, format_exception, live_children
         from leaklab.report import Report
-        from leaklab.runner import BadInput, decide_series, describe_failure, keep_series, leftover, resemble
+        from leaklab.runner import BadInput, describe_failure, leftover, resemble, results
+        from leaklab.verdict import Verdicts, judge
 
         probe, self._probe = self._probe, None
         series = self._series
-        report = Report(device=self.device, steps=max(0, series.count - 1), warmup=self.options.warmup,
-                        name=self.options.name)
-        report.before_build = self._before
-        report.stopped_by_budget = self._stopped_by_budget
+        found: dict[str, Any] = {}
         if exc is not None:
-            report.error = describe_failure(exc)
-            report.traceback = format_exception(exc)
-            report.failed_step = self._calls  # the step that had not called w.step() yet
+            found.update(error=describe_failure(exc), traceback=format_exception(exc),
+                         failed_step=self._calls)  # the step that had not called w.step() yet
         if self._counters_start:
             end = device_counters(self.device)
-            report.counters = {k: end[k] - self._counters_start.get(k, 0) for k in end}
-        too_short = report.error is None and series.count < 3
+            found["counters"] = {k: end[k] - self._counters_start.get(k, 0) for k in end}
+        too_short = exc is None and series.count < 3
         try:
-            if report.error is None and not too_short:
-                trends = decide_series(series, probe.watched, report)
-                keep_series(report, series, probe.watched, trends, self.device, self.options)
+            if exc is None and not too_short:
+                readings = {name: series.series(name) for name in series.names}
+                verdicts = Verdicts(judge(readings, probe.watched, self._stopped_by_budget), readings, 0, series.count)
+                found.update(series.per_step())
+                times = sorted(found["step_seconds"])
+                found["resources"] = results(verdicts, probe.watched, self._before, self.device,
+                                             self.options.exhaust_at, times[len(times) // 2] if times else None)
             probe.settle(clear_workspaces=True)
-            report.leftover = leftover(probe.watched, self._before, probe.sample())
+            found["leftover"] = leftover(probe.watched, self._before, probe.sample())
         finally:
             probe.__exit__(None, None, None)
         # The loop's children (persistent DataLoader workers) may still be in use: counted, never stopped.
-        report.children_left = len([p for p in live_children() if p.pid not in self._children_before])
-        resemble(report)
+        children_left = len([p for p in live_children() if p.pid not in self._children_before])
+        report = resemble(Report(device=self.device, steps=max(0, series.count - 1), warmup=self.options.warmup,
+                                 name=self.options.name, before_build=self._before,
+                                 stopped_by_budget=self._stopped_by_budget, children_left=children_left, **found))
         self.report = report
         if too_short and exc is None:
             raise BadInput(f"the block called w.step() {self._calls} time(s): a verdict needs the "
