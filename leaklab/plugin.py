@@ -221,17 +221,18 @@ class LeakCheck:
         self._attribute = attribute
 
     def run(self, step: Callable[[], Any] | None = None, *, factory: Callable[[str], Any] | None = None,
-            device: str = "cpu", steps: int = 20, warmup: int = 5, resource: str | tuple[str, ...] | None = None,
-            budget: dict[str, int] | None = None, attribute: bool | None = None, name: str = "") -> Report:
-        """Run a step (or a factory) under the check and return the report; asserts nothing."""
-        from leaklab.runner import RunOptions, run_factory
+            device: str = "cpu", **settings: Any) -> Report:
+        """Run a step (or a factory) under the check and return the report; asserts nothing.
+        ``settings``: as :func:`leaklab.check` takes them (``steps``, ``warmup``, ``resource``,
+        ``budget``, ``attribute``, ``timeout``) and ``name``."""
+        from leaklab.runner import options_for, run_factory
 
         if (step is None) == (factory is None):
             raise TypeError("pass either a step or factory=")
-        resources = (resource,) if isinstance(resource, str) else tuple(resource or ())
-        options = RunOptions(steps=steps, warmup=warmup, resources=resources, budget=budget or {},
-                             attribute=self._attribute if attribute is None else attribute,
-                             name=name or self._item.name)
+        if settings.get("attribute") is None:
+            settings["attribute"] = self._attribute
+        settings["name"] = settings.get("name") or self._item.name
+        options = options_for(**settings)
         report = run_factory(factory or (lambda _device: step), device, options)
         self._reports.append(report)
         show(self._item, report)

@@ -764,12 +764,21 @@ def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0, qu
     return described
 
 
+def options_for(*, resource: str | tuple[str, ...] | None = None, budget: dict[str, int] | None = None,
+                **settings: Any) -> RunOptions:
+    """:class:`RunOptions` from the keyword settings that :func:`check` and the ``leak_check``
+    fixture take (``resource`` one name or several, the rest as RunOptions names them); a name it
+    does not know is a TypeError, as a misspelled keyword is."""
+    resources = (resource,) if isinstance(resource, str) else tuple(resource or ())
+    return RunOptions(resources=resources, budget=budget or {}, **settings)
+
+
 def check(
     step: Step,
     *,
     device: str = "cpu",
-    steps: int = 20,
-    warmup: int = 5,
+    steps: int = RunOptions.steps,
+    warmup: int = RunOptions.warmup,
     resource: str | tuple[str, ...] | None = None,
     budget: dict[str, int] | None = None,
     attribute: bool = False,
@@ -781,9 +790,8 @@ def check(
     the step created before this call are not counted as CPU tensor memory; only what it
     allocates from now on is. To count everything, pass a factory to :func:`run_factory`.
     """
-    resources = (resource,) if isinstance(resource, str) else tuple(resource or ())
-    options = RunOptions(steps=steps, warmup=warmup, resources=resources, budget=budget or {}, attribute=attribute,
-                         timeout=timeout)
+    options = options_for(steps=steps, warmup=warmup, resource=resource, budget=budget, attribute=attribute,
+                          timeout=timeout)
     return run_factory(lambda _device: step, device, options)
 
 
