@@ -9,23 +9,16 @@ per step as *metrics*, for symptoms that are not memory.
 The run, in order:
 
 1. a reading before the step is built (for the release check), the step built, a reading after;
-2. ``warmup`` steps, each read for the budget only (a leak is stopped in warm-up too);
-3. garbage collected, everything alive frozen, the baseline read, then ``steps`` steps, each
-   followed by a reading (garbage collected first); the run stops once a resource passes its
-   budget;
-4. a series that made one jump and stayed flat (a lazy initialisation: a first torch call after
-   warm-up) is measured again from a new baseline, at most ``restarts`` times;
-5. where any verdict is not ``bounded`` or was close, a confirmation pass of more steps
-   continues the series and the verdict is decided again on all of it; a resource whose verdict
-   changed is reported as uncertain. Where nothing grows but a noisy series crept up under its
-   floor (:func:`leaklab.verdict.creeps`), a long pass continues that series alone, and it is
-   decided without its floor (:func:`leaklab.verdict.confirm_creep`); the pass ends early once
-   the series can no longer be called growing (:func:`leaklab.verdict.stalled`);
-6. optionally, a few extra steps with allocation sites recorded (attribution); where Python
+2. the passes: warm-up, then the measured series, then whatever the policy asks for next
+   (:func:`leaklab.verdict.next_pass`: measuring again after a lazy initialisation, the
+   confirmation, the long pass) until it gives the verdicts. This module runs each pass and reads
+   after every step (garbage collected first); the rule of which pass comes next, and every
+   verdict, is in :mod:`leaklab.verdict`. Every pass stops once a resource passes its budget;
+3. optionally, a few extra steps with allocation sites recorded (attribution); where Python
    objects, threads, descriptors or file mappings grow, what grows is named from two censuses
    (:mod:`leaklab.growth`) taken around the confirmation pass, or around a few extra steps where
    the growth was not seen before it;
-7. the step dropped, garbage collected, and what stayed behind and which child processes are
+4. the step dropped, garbage collected, and what stayed behind and which child processes are
    still running are reported; those children are terminated.
 
 The step's own failure (an exception, ``sys.exit``, Ctrl-C, a timeout) ends the run and is

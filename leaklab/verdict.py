@@ -23,19 +23,36 @@ garbage-collection drop or a one-off allocation does not move them; long series 
 what a 512-step one does). Nothing is random: the same series always gets the same verdict.
 Where growth starts late, the rate given is the rate since it started.
 
-Where a verdict is not a clear ``bounded``, the runner continues the series (a confirmation
-pass) and decides again on all of it; a noisy counter that grows must still grow through that
-pass at half its rate or more, and must not fall back at once by half of what it rose in the
-first pass (a saw-tooth: a dict's table rebuilt, batches freed) (:func:`confirm`).
+The passes (:func:`next_pass`, which the runner asks after every pass and obeys: it runs steps
+and reads, it decides nothing):
+
+1. warm-up, read for the budget only; a series that passes its budget (there or later) is stopped,
+   and what passed it grows (:func:`decide_truncated`);
+2. the measured series, from a baseline taken with everything alive frozen; a series that made
+   one jump and stayed flat (:func:`one_jump`: a lazy initialisation, a first torch call after
+   warm-up) is measured again from a new baseline, at most :data:`RESTARTS` times;
+3. where a verdict is not a clear ``bounded`` (or is close to its bar, :data:`CONFIRM_BAR`), a
+   confirmation pass continues the series and it is decided again on all of it; a noisy counter
+   that grows must still grow through that pass at half its rate or more, and must not fall back
+   at once by half of what it rose in the first pass (a saw-tooth: a dict's table rebuilt, batches
+   freed) (:func:`confirm`); a verdict the confirmation changed is reported as uncertain;
+4. a long pass for two kinds of series, read alone (:data:`CREEP_PASS` times the steps, at most
+   :data:`CREEP_STEPS_MAX`, ended once every one of them :func:`stalled`):
 
 ``creeps``   a noisy counter's series that never fell and rose, but slower than the resource's
-             floor (:func:`creeps`). The floor is there for
+             floor, where nothing else grows (:func:`creeps`). The floor is there for
              noise, and such a series has none: a ``bytes(512)`` kept per step in a no-op step
              raises the heap by exactly 560 B at every step. But a DataLoader's heap also rises
-             steadily for dozens of steps, then falls back (a saw-tooth). So a run whose series
-             creeps, and where nothing else grows, is continued for a long pass
-             (:data:`CREEP_PASS` times its steps), the series decided without the floor, and the
-             creep must keep half its rate through the long pass (:func:`confirm_creep`).
+             steadily for dozens of steps, then falls back (a saw-tooth). So the series is
+             decided without the floor after its long pass, and the creep must keep half its rate
+             through it (:func:`confirm_creep`).
+``long growth``  growth only in counters that a cache filled lazily over a first epoch makes rise
+             like a leak (:attr:`Resource.long_growth`: ``python_objects``, a dataset's per-item
+             objects), held to the same test.
+
+A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
+verdicts are those of the series before it (a re-measured series with too few readings to judge
+falls back to the one before it).
 """
 
 from __future__ import annotations

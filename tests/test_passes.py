@@ -1,0 +1,133 @@
+"""The policy (leaklab.verdict.next_pass) on plain lists: after the passes run so far, which pass
+comes next, or the final verdicts. Each test is the series that motivated its rule."""
+
+from leaklab import resources
+from leaklab.verdict import (
+    CONFIRMATION,
+    GROWS,
+    LONG_PASS,
+    MEASURED,
+    REMEASURED,
+    RESTARTS,
+    WARMUP,
+    Done,
+    Pass,
+    Plan,
+    Verdicts,
+    creeping,
+    growing_alone,
+    judge,
+    lazy_jumps,
+    needs_confirmation,
+    next_pass,
+)
+
+TENSORS, HEAP, OBJECTS = resources.CPU_TENSORS, resources.HOST_HEAP, resources.PYTHON_OBJECTS
+WATCHED = (TENSORS, HEAP)
+PLAN = Plan(steps=20)
+FLAT = [1000] * 21
+LEAK = [1000 + 2048 * i for i in range(21)]
+JUMP = [0] * 5 + [1 << 20] * 16             # a lazy initialisation: one jump, flat around it
+CREEP = [10_000 + 512 * i for i in range(21)]  # the heap rising steadily under its floor
+
+
+def series(**values):
+    return {"cpu_tensors": FLAT, "host_heap": FLAT, **values}
+
+
+def test_warm_up_leads_to_the_measured_series_and_a_budget_stop_in_it_is_final():
+    assert next_pass([Done(WARMUP, series())], WATCHED, PLAN) == Pass(MEASURED, 20)
+    stopped = next_pass([Done(WARMUP, series(cpu_tensors=[0, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
+    assert isinstance(stopped, Verdicts) and stopped.trends["cpu_tensors"].verdict == GROWS
+
+
+def test_a_clear_bounded_series_is_final_without_a_confirmation():
+    decision = next_pass([Done(WARMUP, series()), Done(MEASURED, series())], WATCHED, PLAN)
+    assert isinstance(decision, Verdicts) and decision.confirmed_steps == 0
+    assert {name: trend.verdict for name, trend in decision.trends.items()} == {"cpu_tensors": "bounded",
+                                                                                  "host_heap": "bounded"}
+
+
+def test_growth_is_confirmed_with_what_grows_named_for_the_censuses():
+    decision = next_pass([Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK))], WATCHED, PLAN)
+    assert decision == Pass(CONFIRMATION, PLAN.confirm_steps, growing=("cpu_tensors",))
+
+
+def test_a_lazy_initialisation_is_measured_again_at_most_restarts_times():
+    history = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=JUMP))]
+    decision = next_pass(history, WATCHED, PLAN)
+    assert decision.kind == REMEASURED and "cpu_tensors made one jump" in decision.why
+    history += [Done(REMEASURED, series(cpu_tensors=JUMP))] * RESTARTS
+    assert next_pass(history, WATCHED, PLAN).kind != REMEASURED
+
+
+def test_a_re_measured_series_stopped_too_short_to_judge_falls_back_to_the_one_before():
+    history = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK)),
+               Done(REMEASURED, {"cpu_tensors": [0, 0], "host_heap": [0, 0]}, stopped=True)]
+    decision = next_pass(history, WATCHED, PLAN)
+    assert isinstance(decision, Verdicts) and decision.base == 1 and decision.trends["cpu_tensors"].verdict == GROWS
+    history[-1] = Done(REMEASURED, {"cpu_tensors": [0, 0, 0], "host_heap": [0, 0, 0]}, stopped=True)
+    assert next_pass(history, WATCHED, PLAN).base == 2  # three readings: judged on its own
+
+
+def test_a_confirmation_a_step_failed_in_keeps_the_measured_verdicts():
+    history = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK)),
+               Done(CONFIRMATION, {"cpu_tensors": [0], "host_heap": [0]}, stopped=True)]
+    decision = next_pass(history, WATCHED, PLAN)
+    assert decision.trends["cpu_tensors"].verdict == GROWS and decision.readings == 21 and decision.confirmed_steps == 0
+
+
+def test_a_noisy_counter_that_stops_growing_in_the_confirmation_is_settled_and_uncertain():
+    heap = [1_000_000 + 300_000 * i for i in range(21)]
+    history = [Done(WARMUP, series()), Done(MEASURED, series(host_heap=heap)),
+               Done(CONFIRMATION, {"cpu_tensors": [1000] * 10, "host_heap": [heap[-1]] * 10})]
+    decision = next_pass(history, WATCHED, PLAN)
+    assert decision.trends["host_heap"].verdict != GROWS and decision.uncertain == ("host_heap",)
+    assert decision.confirmed_steps == PLAN.confirm_steps and len(decision.series["host_heap"]) == 31
+
+
+def test_a_creep_under_the_floor_is_confirmed_then_watched_through_a_long_pass():
+    assert creeping(series(host_heap=CREEP), WATCHED, judge(series(host_heap=CREEP), WATCHED)) == ["host_heap"]
+    history = [Done(WARMUP, series()), Done(MEASURED, series(host_heap=CREEP))]
+    assert next_pass(history, WATCHED, PLAN).kind == CONFIRMATION
+    history.append(Done(CONFIRMATION, {"cpu_tensors": [1000] * 10, "host_heap": [CREEP[-1] + 512 * i for i in range(1, 11)]}))
+    decision = next_pass(history, WATCHED, PLAN)
+    assert decision == Pass(LONG_PASS, PLAN.creep_steps, resources=("host_heap",), since=20)
+    # It keeps its rate through the pass: a leak; it stalls: bounded, and the pass may stop early.
+    rising = [CREEP[-1] + 512 * i for i in range(11, 211)]
+    verdict = next_pass(history + [Done(LONG_PASS, {"host_heap": rising})], WATCHED, PLAN)
+    assert verdict.trends["host_heap"].verdict == GROWS and verdict.long_passed == ("host_heap",)
+    stalled = [rising[0]] * 200
+    assert next_pass(history + [Done(LONG_PASS, {"host_heap": stalled})], WATCHED, PLAN).trends["host_heap"].verdict != GROWS
+    whole = {"host_heap": CREEP + history[-1].readings["host_heap"] + stalled[:20]}
+    assert decision.may_stop(whole) and not decision.may_stop({"host_heap": CREEP + rising[:20]})
+
+
+def test_growth_only_in_python_objects_is_watched_through_a_long_pass_too():
+    watched = (TENSORS, OBJECTS)
+    objects = [600_000 + 3 * i for i in range(21)]
+    trends = judge({"cpu_tensors": FLAT, "python_objects": objects}, watched)
+    assert growing_alone(trends, watched) == ["python_objects"]
+    assert growing_alone(judge({"cpu_tensors": LEAK, "python_objects": objects}, watched), watched) == []
+
+
+def test_a_bounded_series_close_to_its_bar_is_confirmed():
+    trends = judge(series(), WATCHED)
+    assert not needs_confirmation(trends, WATCHED)
+    close = judge(series(host_heap=[10_000 + (600 if i % 2 else 0) + 40 * i for i in range(21)]), WATCHED)
+    assert close["host_heap"].verdict != GROWS and close["host_heap"].margin > 0.5
+    assert needs_confirmation(close, WATCHED)
+
+
+def test_a_cache_filling_in_one_jump_is_not_a_lazy_initialisation():
+    assert lazy_jumps(series(cpu_tensors=JUMP), WATCHED) == ["cpu_tensors"]
+    assert lazy_jumps({"pinned_host": JUMP}, (resources.get("pinned_host"),)) == []
+
+
+def test_a_creep_that_the_confirmation_turns_into_growth_is_reported_not_as_uncertain():
+    # It was never called bounded with confidence: its creep asked for the confirmation.
+    history = [Done(WARMUP, series()), Done(MEASURED, series(host_heap=CREEP)),
+               Done(CONFIRMATION, {"cpu_tensors": [1000] * 10,
+                                   "host_heap": [CREEP[-1] + 400_000 * i for i in range(1, 11)]})]
+    decision = next_pass(history, WATCHED, PLAN)
+    assert decision.trends["host_heap"].verdict == GROWS and decision.uncertain == ()
