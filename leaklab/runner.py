@@ -50,6 +50,7 @@ import torch
 from leaklab import attribution, growth, signature
 from leaklab import resources as known
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
+from leaklab.release import stuck_workers_stopped
 from leaklab.report import Report, ResourceResult
 from leaklab.verdict import (
     CONFIRMATION,
@@ -639,14 +640,15 @@ def _release(run: _Run) -> dict[str, int]:
     """The step dropped and its memory read again (after a full collection where anything seems to
     have stayed); returns that reading."""
     probe = run.probe
-    run.step = None
-    probe.settle(clear_workspaces=True)
-    after = probe.sample()
-    if leftover(probe.watched, run.before, after):
-        # Read again after a full collection before saying anything stayed: cycles that were
-        # frozen with everything else after warm-up are collectable only once unfrozen.
-        probe.unfreeze()
+    with stuck_workers_stopped():
+        run.step = None
+        probe.settle(clear_workspaces=True)
         after = probe.sample()
+        if leftover(probe.watched, run.before, after):
+            # Read again after a full collection before saying anything stayed: cycles that were
+            # frozen with everything else after warm-up are collectable only once unfrozen.
+            probe.unfreeze()
+            after = probe.sample()
     return after
 
 
