@@ -16,6 +16,7 @@ import collections
 import gc
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 from leaklab import resources as known
 from leaklab.attribution import graph_sizes, reachable_tensors
 from leaklab.measure import file_mappings
+from leaklab.verdict import PlainData
 
 _OWN = f"{__name__.split('.')[0]}."  # the types of the tool's own modules, as _type_name names them
 # Lines kept per kind.
@@ -203,6 +205,50 @@ def _object_growth(before: Census, after: Census, steps: int) -> list[str]:
     return lines[:MAX_LINES]
 
 
+SHORT_TEXT = 256      # characters: a longer string is a payload, not a record
+SMALL_RECORD = 16     # items: a tuple or dict of more is a payload, not a record
+
+
+def is_plain(obj: Any, depth: int = 0) -> bool:
+    """Plain data, what a training loop records: a number, a short string, or a small tuple or
+    dict of them. Never a tensor, a callable, a module, a graph, bytes or a container of them."""
+    kind = type(obj)
+    if kind in (int, float, bool, complex, type(None)):
+        return True
+    if kind is str:
+        return len(obj) <= SHORT_TEXT
+    if kind in (tuple, dict) and depth < 2 and len(obj) <= SMALL_RECORD:
+        items = [*obj.keys(), *obj.values()] if kind is dict else list(obj)
+        return all(is_plain(item, depth + 1) for item in items)
+    return False
+
+
+def _plain_bytes(obj: Any) -> int:
+    """An estimate of what one record costs: the object, what it holds, and its slot (8 B)."""
+    inner = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj) if isinstance(obj, tuple) else []
+    return sys.getsizeof(obj) + sum(_plain_bytes(item) for item in inner) + 8
+
+
+def plain_growth(before: Census, after: Census, steps: int) -> PlainData | None:
+    """Where the Python objects that grew are all records of plain data added to containers the
+    step reaches (a loss history of floats), what they are and their bytes per step; None where
+    anything else grew (a type that piles up outside those containers, a container gaining
+    anything but plain data), or nothing was seen."""
+    lines = _object_growth(before, after, steps)
+    longer = [(after.sizes[path] - before.sizes[path], path) for path in after.sizes
+              if path in before.sizes and after.ids[path] == before.ids[path]
+              and after.sizes[path] - before.sizes[path] >= steps]
+    if not longer or len(lines) != len(longer):
+        return None  # nothing seen, or a line that no longer container explains: a type piling up
+    cost = 0.0
+    for added, path in longer:
+        element = _last_element(after.containers[path])
+        if element is None or not is_plain(element):
+            return None
+        cost += added / steps * _plain_bytes(element)
+    return PlainData("; ".join(lines), cost)
+
+
 def _last_element(container: Any) -> Any:
     try:
         if isinstance(container, dict):
@@ -220,4 +266,4 @@ def _describe(obj: Any) -> str:
     return f"a {_type_name(obj)}"
 
 
-__all__ = ["Census", "growth", "kinds", "take"]
+__all__ = ["Census", "growth", "is_plain", "kinds", "plain_growth", "take"]

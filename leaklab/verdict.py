@@ -57,6 +57,7 @@ falls back to the one before it).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -293,6 +294,8 @@ MIN_READINGS = 3        # a series is judged from this many readings on (the bas
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 CREEP_STEPS_MAX = 400   # a long pass is at most this long
+HORIZON = 1_000_000     # steps: a record of plain data is judged by what it holds after this many
+HORIZON_BUDGET = 64 * MiB  # ... and is a leak only past this (a float a step for a million steps: ~32 MB)
 
 Readings = Mapping[str, list[float]]
 
@@ -303,6 +306,8 @@ class Plan:
 
     steps: int
     confirm: bool = True
+    strict: bool = False      # any growth is a leak, a record of plain data too
+    horizon: int = HORIZON
 
     @property
     def confirm_steps(self) -> int:
@@ -342,10 +347,34 @@ class Done:
     readings: Readings
     stopped: bool = False
     over_budget: str | None = None
+    plain: PlainData | None = None   # what grew in Python objects, where it is all plain data (a census)
 
     @property
     def count(self) -> int:
         return max((len(values) for values in self.readings.values()), default=0)
+
+
+@dataclass(frozen=True)
+class PlainData:
+    """Growth that holds only plain data (numbers, short strings, small tuples or dicts of them:
+    :func:`leaklab.growth.is_plain`), as a census found it: what it is, and its bytes per step."""
+
+    what: str
+    bytes_per_step: float
+
+
+@dataclass(frozen=True)
+class Records:
+    """Growth settled as a record of plain data: what it is, its rate, and its size after ``horizon`` steps."""
+
+    what: str
+    bytes_per_step: float
+    horizon: int
+    resources: tuple[str, ...]
+
+    @property
+    def after_horizon(self) -> float:
+        return self.bytes_per_step * self.horizon
 
 
 @dataclass(frozen=True)
@@ -362,6 +391,8 @@ class Verdicts:
     long_passed: tuple[str, ...] = ()
     confirmed_steps: int = 0
     long_pass_steps: int = 0
+    records: Records | None = None
+    changed: tuple[tuple[str, str, str], ...] = ()   # (resource, before, after) for each uncertain one
 
 
 def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None) -> dict[str, Trend]:
@@ -425,6 +456,7 @@ class _Stage:
     count: int                      # readings of the measured series alone
     uncertain: tuple[str, ...] = ()
     confirmed_steps: int = 0
+    records: Records | None = None
 
 
 def _measured(history: Sequence[Done], watched: Sequence[Resource]) -> _Stage:
@@ -455,6 +487,35 @@ def _confirmed(stage: _Stage, confirmation: Done, watched: Sequence[Resource], p
         uncertain = tuple(name for name, trend in stage.first.items() if by_name[name].judged and name not in stage.crept
                           and name in trends and trends[name].verdict != trend.verdict)
     return _Stage(stage.base, series, stage.first, stage.crept, trends, stage.count, uncertain, plan.confirm_steps)
+
+
+def records(trends: Mapping[str, Trend], watched: Sequence[Resource], plain: PlainData | None,
+            plan: Plan) -> Records | None:
+    """Growth that keeps only plain data, small over a long run, is a record, not a leak: a loss
+    history of floats (``history.append(loss.item())``), which every training loop keeps. It
+    settles where everything that grows is Python objects or the heap (never tensors, threads,
+    descriptors or mappings), a census found every new object a plain record in a container the
+    step reaches (never a callable, a hook, a tensor, bytes: :func:`leaklab.growth.is_plain`), and
+    those records hold at most :data:`HORIZON_BUDGET` after ``plan.horizon`` steps. ``plan.strict``
+    keeps any growth a leak."""
+    names = growing(trends, watched)
+    by_name = {r.name: r for r in watched}
+    if (plan.strict or plain is None or not names
+            or any(by_name[name].census != "objects" or by_name[name].holds_tensors for name in names)
+            or plain.bytes_per_step * plan.horizon > HORIZON_BUDGET):
+        return None
+    return Records(plain.what, plain.bytes_per_step, plan.horizon, tuple(names))
+
+
+def _as_records(stage: _Stage, confirmation: Done, watched: Sequence[Resource], plan: Plan) -> _Stage:
+    """The stage with growth that is only a record of plain data settled (:func:`records`)."""
+    found = None if confirmation.stopped or confirmation.over_budget else records(stage.trends, watched,
+                                                                                 confirmation.plain, plan)
+    if found is None:
+        return stage
+    trends = {name: _settled(trend, trend.tail_per_step_bytes) if name in found.resources else trend
+              for name, trend in stage.trends.items()}
+    return dataclasses.replace(stage, trends=trends, records=found)
 
 
 def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], start: int) -> tuple[dict, dict]:
@@ -488,12 +549,12 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
     last = history[-1]
     if last.kind == WARMUP:
         if last.over_budget:
-            return _final(_measured(history, watched), history)
+            return _final(_measured(history, watched))
         return Pass(MEASURED, plan.steps)
     if last.kind in (MEASURED, REMEASURED):
         stage = _measured(history, watched)
         if last.over_budget or last.stopped:
-            return _final(stage, history)
+            return _final(stage)
         restarts = sum(done.kind == REMEASURED for done in history)
         jumps = lazy_jumps(last.readings, watched) if restarts < RESTARTS else []
         if jumps:
@@ -501,28 +562,30 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
                         "(a lazy initialisation)")
         if plan.confirm and (needs_confirmation(stage.first, watched) or stage.crept):
             return Pass(CONFIRMATION, plan.confirm_steps, growing=tuple(growing(stage.first, watched)))
-        return _final(stage, history)
+        return _final(stage)
     stage = _measured(history, watched)
     start = stage.count - 1
     if last.kind == CONFIRMATION:
-        stage = _confirmed(stage, last, watched, plan)
+        stage = _as_records(_confirmed(stage, last, watched, plan), last, watched, plan)
         if last.stopped or last.over_budget or not plan.confirm:
-            return _final(stage, history)
+            return _final(stage)
         longer = stage.crept if not growing(stage.trends, watched) else growing_alone(stage.trends, watched)
         if longer:
             return Pass(LONG_PASS, plan.creep_steps, resources=tuple(longer), since=start)
-        return _final(stage, history)
+        return _final(stage)
     if last.kind == LONG_PASS:
-        stage = _confirmed(stage, history[-2], watched, plan)
+        stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
         trends, series = _long_passed(stage, last, watched, start)
-        return Verdicts(trends, series, stage.base, len(next(iter(stage.series.values()), ())), stage.uncertain,
-                        tuple(last.readings), stage.confirmed_steps, last.count)
+        readings = len(next(iter(stage.series.values()), ()))  # the long pass's own are not the series'
+        return dataclasses.replace(_final(dataclasses.replace(stage, trends=trends, series=series)),
+                                   readings=readings, long_passed=tuple(last.readings), long_pass_steps=last.count)
     raise ValueError(f"no pass of kind {last.kind!r}")
 
 
-def _final(stage: _Stage, history: Sequence[Done]) -> Verdicts:
+def _final(stage: _Stage) -> Verdicts:
+    changed = tuple((name, stage.first[name].verdict, stage.trends[name].verdict) for name in stage.uncertain)
     return Verdicts(stage.trends, stage.series, stage.base, len(next(iter(stage.series.values()), ())),
-                    stage.uncertain, (), stage.confirmed_steps)
+                    stage.uncertain, (), stage.confirmed_steps, records=stage.records, changed=changed)
 
 
 __all__ = ["BOUNDED", "CONFIRMATION", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "VERDICTS",
