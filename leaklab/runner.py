@@ -862,7 +862,10 @@ def load_script(path: str | os.PathLike[str]) -> types.ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+    except KeyboardInterrupt as exc:  # Ctrl-C is exit 3 wherever it comes, never bad input
+        sys.modules.pop(name, None)
+        raise Interrupted(describe_failure(exc, "the script")) from None
+    except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         raise BadInput(f"importing {path} failed: {describe_failure(exc, 'the script')}") from None
     return module

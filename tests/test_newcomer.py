@@ -131,6 +131,14 @@ def test_ctrl_c_while_the_factory_runs_exits_3_and_says_where(capsys, tmp_path, 
     assert capsys.readouterr().err.strip().splitlines() == [f"leaklab: {says}"]
 
 
+def test_ctrl_c_while_the_script_is_imported_exits_3_and_says_where(capsys, tmp_path):
+    script = tmp_path / "slow_import.py"
+    script.write_text("raise KeyboardInterrupt\n")
+    assert main(["check", str(script), "--quiet"]) == 3
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "leaklab: interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) while importing the script"]
+
+
 @pytest.mark.end_to_end
 def test_a_real_ctrl_c_while_the_factory_runs_exits_3(tmp_path):
     script, started = tmp_path / "slow_build.py", tmp_path / "building"
