@@ -189,3 +189,35 @@ def test_the_time_to_run_out_reads_as_a_sentence():
     assert result.severity().endswith(", ~3.5 h at the measured step time")
     result.hours_to_exhaust = 0.001
     assert result.severity().endswith(", under a minute at the measured step time")
+
+
+def _timed_clone(idle: bool, first_seconds: float, load: float) -> dict:
+    return {"commit": "abc1234", "branch": "main", "date": "2026-12-03T07:35Z",
+            "machine": {"cpu": "Some CPU", "cores": 2, "python": "3.11.7"}, "torch": "2.14.1",
+            "torch_from": "the CPU index could not be reached", "load_before": [load, 1.0, 1.0],
+            "load_after": [load + 1, 1.0, 1.0], "idle": idle,
+            "commands": [{"command": "pip install -e . && leaklab run", "seconds": first_seconds,
+                          "parts": {"pip install -e .": 41.4, "leaklab run": first_seconds - 41.4}, "exit": 0,
+                          "last_line": "48 cases: 48 as catalogued"},
+                         {"command": "pip install -e '.[test]' && python3 -m pytest -n 2", "seconds": 733.2,
+                          "parts": {"python3 -m pytest -n 2": 700.0}, "exit": None, "last_line": ""}]}
+
+
+def test_the_fresh_clone_timing_is_rendered_from_its_file_saying_whether_the_machine_was_busy(tmp_path):
+    from leaklab_lab import fresh_clone
+
+    assert fresh_clone.render(tmp_path) == []
+    folder = tmp_path / fresh_clone.FOLDER
+    folder.mkdir(parents=True)
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_timed_clone(idle=False, first_seconds=612.6, load=6.86)))
+    head, line = fresh_clone.render(tmp_path)
+    assert head.startswith("- **The README's two commands from a fresh clone**")
+    assert "[cpu-torch2.14.1.json](results/fresh-clone/cpu-torch2.14.1.json): commit abc1234 (main)" in line
+    assert "busy: load 6.86 at the start and 7.86 at the end on 2 cores" in line and "target" not in line
+    assert ("`pip install -e . && leaklab run` 613 s (pip install -e . 41 s, leaklab run 571 s; exit 0, "
+            "'48 cases: 48 as catalogued')") in line
+    assert "`pip install -e '.[test]' && python3 -m pytest -n 2` 733 s (python3 -m pytest -n 2 700 s; not run" in line
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_timed_clone(idle=True, first_seconds=250.0, load=0.1)))
+    assert fresh_clone.render(tmp_path)[1].endswith("; the first command within its 300 s target")
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_timed_clone(idle=True, first_seconds=301.0, load=0.1)))
+    assert fresh_clone.render(tmp_path)[1].endswith("; the first command past its 300 s target")
