@@ -328,7 +328,8 @@ device         where it ran (cpu, or cuda)
 leak, fix      the verdict of the leaky script and of each fix: grows (a leak), bounded (nothing
                grows), plateau (rose, then stopped: a bounded cache), raises (the step raised)
 resource       what grows in the leak (or, where nothing grows, what its entry watches)
-per step       how fast it grows, per measured step
+per step       how fast it grows, per measured step: in bytes, or in what it counts (threads, fds,
+               processes, mappings; blocks: Python objects, one block of Python's allocator each)
 line           (with --attribute) the line that allocated what stayed alive, and what holds it
 popular claim  what the popular claim about this leak comes to here: holds; does not hold here;
                another cause (what happens here has another cause than the claim says); - (no claim)
