@@ -89,7 +89,7 @@ def exit_code(install: str, command: str) -> int | None:
 def last_line(name: str) -> str:
     path = os.path.join(env["work"], name)
     lines = open(path).read().strip().splitlines() if os.path.exists(path) else []
-    return lines[-1] if lines else ""
+    return lines[-1].strip("= ") if lines else ""  # pytest's closing line without its rule
 
 
 cores = len(os.sched_getaffinity(0))
@@ -104,7 +104,7 @@ result = {
     "idle": before[0] < 0.25 * cores,  # the 1-minute load when it started
     "commands": [
         {"command": "pip install -e . && leaklab run", "seconds": float(env["first_seconds"]),
-         "parts": {"torch (CPU build)": float(env["torch_seconds"]), "pip install -e .": float(env["install_seconds"]),
+         "parts": {"torch from the CPU index": float(env["torch_seconds"]), "pip install -e .": float(env["install_seconds"]),
                    "leaklab run": float(env["run_seconds"])},
          "exit": exit_code(env["install_status"], env["run_status"]), "last_line": last_line("run.out")},
         {"command": "pip install -e '.[test]' && python3 -m pytest -n 2", "seconds": float(env["second_seconds"]),
