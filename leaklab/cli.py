@@ -19,7 +19,6 @@ import difflib
 import importlib
 import importlib.util
 import json
-import os
 import signal
 import sys
 import threading
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from leaklab import resources as known
+from leaklab.redirect import fd_pointed_at
 from leaklab.report import EXIT_BAD_INPUT, EXIT_BOUNDED, EXIT_LEAK, EXIT_STEP_FAILED
 
 # The lab's commands answer 0 (as expected), 1 (a difference or regression) or 2 (bad input).
@@ -116,15 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     if shadow:
         print(shadow, file=sys.stderr)
     from leaklab.files import UnwritablePath
-    from leaklab.runner import BadInput
+    from leaklab.runner import BadInput, FactoryFailed, Interrupted
 
     try:
         return args.handler(args)
     except (BadInput, UnwritablePath) as exc:
+        if isinstance(exc, FactoryFailed):  # its traceback above the line
+            print(exc.traceback, file=sys.stderr, end="")
         print(f"leaklab: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("leaklab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM, wherever it came: the line says where, if known
+        print(f"leaklab: {exc}" if isinstance(exc, Interrupted) else "leaklab: interrupted", file=sys.stderr)
         return EXIT_STEP_FAILED
 
 
@@ -158,7 +160,7 @@ def _progress(quiet: bool, terminal: bool | None = None):  # noqa: ANN202
     def show(done: int, total: int, sample: dict[str, int]) -> None:
         if not terminal and done != total:
             return
-        figures = "  ".join(f"{name} {known.get(name).format(value)}" for name, value in sample.items())
+        figures = "  ".join(reading(name, value) for name, value in sample.items())
         if terminal:
             print(f"\r[{done}/{total}] {figures}", end="\n" if done == total else "", file=sys.stderr, flush=True)
         else:
@@ -167,23 +169,20 @@ def _progress(quiet: bool, terminal: bool | None = None):  # noqa: ANN202
     return show
 
 
+def reading(name: str, value: float) -> str:
+    """One resource's reading as progress shows it: ``cpu_tensors 2.0 MiB``, ``4 threads`` (a name
+    that is its unit is not said twice)."""
+    figure = known.get(name).format(value)
+    return figure if known.get(name).unit == name else f"{name} {figure}"
+
+
 @contextlib.contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """Everything written to stdout inside the block goes to stderr: Python's ``print`` and writes
     to file descriptor 1 from C code or child processes alike (fd 1 is pointed at fd 2), so that
     ``--json`` leaves stdout to the JSON alone. Restored on the way out, whatever happens."""
-    sys.stdout.flush()
-    saved_fd = os.dup(1)
-    saved_stdout = sys.stdout
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    try:
+    with fd_pointed_at(1, 2), contextlib.redirect_stdout(sys.stderr):
         yield
-    finally:
-        sys.stderr.flush()
-        sys.stdout = saved_stdout
-        os.dup2(saved_fd, 1)
-        os.close(saved_fd)
 
 
 def _factory(module: Any, name: str) -> Callable[[str], Any]:

@@ -63,20 +63,34 @@ class ResourceResult:
         """How soon this growth runs the machine out, in steps and hours of training."""
         if self.steps_to_exhaust is None:
             return ""
-        hours = f", ~{_duration(self.hours_to_exhaust)} at the measured step time" if self.hours_to_exhaust else ""
+        hours = f", {_duration(self.hours_to_exhaust)} at the measured step time" if self.hours_to_exhaust else ""
         return f"runs out in ~{self.steps_to_exhaust:,} steps{hours}"
 
 
 def _duration(hours: float) -> str:
+    """About how long, as said in a line: "~3.5 h"; the bounds carry no "~" of their own."""
     if hours < 1 / 60:
         return "under a minute"
     if hours < 1:
-        return f"{hours * 60:.0f} min"
+        return f"~{hours * 60:.0f} min"
     if hours < 72:
-        return f"{hours:.1f} h"
+        return f"~{hours:.1f} h"
     if hours < 24 * 365 * 10:
-        return f"{hours / 24:.0f} days"
+        return f"~{hours / 24:.0f} days"
     return "over ten years"
+
+
+def failed_at(failed_step: int | None, stage: str | None, warmup: int) -> str:
+    """Which step failed, counted as the table counts (from 1, warm-up apart): "warm-up step 3 of
+    5", "measured step 2"; ``failed_step`` counts every step run from 0, warm-up included."""
+    if failed_step is None:
+        return f"in the {stage}" if stage else "before its first step"
+    if failed_step < warmup:
+        return f"at warm-up step {failed_step + 1} of {warmup}"
+    after = failed_step - warmup + 1
+    if stage in (None, "measured"):
+        return f"at measured step {after}"
+    return f"at step {after} after warm-up (the {stage})"
 
 
 @dataclass
@@ -215,8 +229,7 @@ class Report:
         """One line, as a failing test or the CLI shows it."""
         label = f"{self.name}: " if self.name else ""
         if self.verdict == RAISES:
-            where = f" ({self.stage})" if self.stage else ""
-            line = f"{label}the step failed at step {self.failed_step}{where}: {self.error}"
+            line = f"{label}the step failed {failed_at(self.failed_step, self.stage, self.warmup)}: {self.error}"
             if self.children_left:
                 line += f"; stopped {self.children_left} child process(es) it left running"
             return line

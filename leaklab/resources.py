@@ -84,9 +84,25 @@ class Resource:
     unavailable: Callable[[], str | None] | None = None    # why this torch or machine cannot read it, if so
 
     def format(self, value: float) -> str:
+        """A figure in this resource's unit, as a person writes it, the same in every output: bytes
+        as ever (2.0 MiB); a count whole where it is whole to a tenth or at least 10 (a rate of
+        192.3 blocks a step is 192), to a tenth below that (0.5 threads a step: one every other
+        step), and singular for one (``1 thread``, ``-1 process``)."""
         if self.unit == "B":
             return format_bytes(value)
-        return f"{value:,.1f} {self.unit}" if value != int(value) else f"{int(value):,} {self.unit}"
+        whole = round(value)
+        if abs(value - whole) < 0.05 or abs(value) >= 10:
+            figure, one = f"{whole:,}", abs(whole) == 1
+        else:
+            figure, one = f"{value:,.1f}", False
+        return f"{figure} {_singular(self.unit) if one else self.unit}"
+
+
+def _singular(unit: str) -> str:
+    """``threads`` -> ``thread``, ``processes`` -> ``process``, ``fds`` -> ``fd``."""
+    if unit.endswith("sses"):
+        return unit[:-2]
+    return unit[:-1] if unit.endswith("s") else unit
 
 
 # --------------------------------------------------------------------------- readers

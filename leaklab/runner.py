@@ -87,6 +87,19 @@ class StepTimeout(BaseException):
     so that a step's own ``except Exception`` cannot swallow it)."""
 
 
+class FactoryFailed(BadInput):
+    """The factory raised: bad input (nothing was measured), with its traceback to show above the line."""
+
+    def __init__(self, message: str, traceback: str) -> None:
+        super().__init__(message)
+        self.traceback = traceback
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM outside the steps (while the script is imported, the step built): its
+    message says where. Still a KeyboardInterrupt, so that it stops whatever runs the check."""
+
+
 def parse_device(device: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N`` as given, checked against this machine; BadInput otherwise."""
     if not isinstance(device, str):
@@ -289,13 +302,18 @@ class _TimeLimit:
             signal.signal(signal.SIGALRM, self._previous)
 
 
+_WHERE = {"the step": "during the step", "the factory": "while building the step",
+          "the script": "while importing the script"}
+
+
 def describe_failure(exc: BaseException, who: str = "the step") -> str:
     if isinstance(exc, StepTimeout):
         return f"timed out: {exc}"
     if isinstance(exc, SystemExit):
         return f"exited: {who} called sys.exit({exc.code!r})"
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) during the step"
+    if isinstance(exc, KeyboardInterrupt):  # the CLI's SIGTERM handler raises it as "signal 15"
+        how = "SIGTERM" if str(exc) == f"signal {signal.SIGTERM.value}" else "KeyboardInterrupt (Ctrl-C or SIGINT)"
+        return f"interrupted: {how} {_WHERE.get(who, f'in {who}')}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -496,14 +514,20 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
 
 
 def _build(factory: Factory, device: str) -> Step:
-    """The step, built by ``factory(device)``; a factory that fails or returns no callable is bad input."""
+    """The step, built by ``factory(device)``; a factory that fails or returns no callable is bad
+    input; Ctrl-C or SIGTERM while it runs is :class:`Interrupted`."""
     try:
         step = factory(device)
     except BadInput:
         raise
-    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+    except KeyboardInterrupt as exc:  # Ctrl-C is exit 3 wherever it comes, never bad input
+        raise Interrupted(describe_failure(exc, "the factory")) from None
+    except (Exception, SystemExit) as exc:
         name = getattr(factory, "__name__", "the factory")
-        raise BadInput(f"{name}({device!r}) failed: {describe_failure(exc, 'the factory')}") from None
+        line = f"{name}({device!r}) failed: {describe_failure(exc, 'the factory')}"
+        if isinstance(exc, SystemExit):  # a sys.exit has no traceback worth showing
+            raise BadInput(line) from None
+        raise FactoryFailed(line, format_exception(exc)) from None
     if not callable(step):
         raise BadInput(f"the factory returned {type(step).__name__}, not a callable that runs one step")
     return step
@@ -805,7 +829,10 @@ def load_script(path: str | os.PathLike[str]) -> types.ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+    except KeyboardInterrupt as exc:  # Ctrl-C is exit 3 wherever it comes, never bad input
+        sys.modules.pop(name, None)
+        raise Interrupted(describe_failure(exc, "the script")) from None
+    except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         raise BadInput(f"importing {path} failed: {describe_failure(exc, 'the script')}") from None
     return module

@@ -20,7 +20,7 @@ import torch
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from leaklab.report import Report, report_from_json
+from leaklab.report import Report, failed_at, report_from_json
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.resources import Resource, defaults, device_type
 from leaklab.resources import get as get_resource
@@ -284,22 +284,6 @@ CLAIM_WORDS = {
 }
 
 
-def amount(resource: Resource, value: float) -> str:
-    """A figure in its resource's unit, as a person writes it: bytes as ever (2.0 MiB), counts as
-    whole numbers where they are whole (to a tenth), and a singular unit for one (``1 thread``)."""
-    if resource.unit == "B":
-        return resource.format(value)
-    if abs(value - round(value)) < 0.05:
-        value = round(value)
-        figure = f"{value:,}"
-    else:
-        figure = f"{value:,.1f}"
-    unit = resource.unit
-    if abs(value) == 1:
-        unit = unit[:-2] if unit.endswith("sses") else unit[:-1] if unit.endswith("s") else unit
-    return f"{figure} {unit}" if unit else figure
-
-
 def case_row(case: Case, leak: Report, fixes: list[Report]) -> dict[str, str]:
     """One row of the lab's verdict table: what the case did here."""
     site = leak.leak_site
@@ -310,7 +294,7 @@ def case_row(case: Case, leak: Report, fixes: list[Report]) -> dict[str, str]:
         "leak": leak.verdict,
         "fix": ",".join(fix.verdict for fix in fixes) or "-",
         "resource": leak.resource if growing else case.meta["resource"],
-        "per step": amount(leak.resources[leak.resource].kind, leak.per_step_bytes) if leak.verdict == "grows" else "-",
+        "per step": leak.resources[leak.resource].kind.format(leak.per_step_bytes) if leak.verdict == "grows" else "-",
         "line": f"{Path(site.filename).name}:{site.lineno}" + (f" ({site.held_by})" if site.held_by else "")
         if site else "-",
         "popular claim": CLAIM_WORDS[case.meta["claim_status"]],
@@ -344,7 +328,8 @@ device         where it ran (cpu, or cuda)
 leak, fix      the verdict of the leaky script and of each fix: grows (a leak), bounded (nothing
                grows), plateau (rose, then stopped: a bounded cache), raises (the step raised)
 resource       what grows in the leak (or, where nothing grows, what its entry watches)
-per step       how fast it grows, per measured step
+per step       how fast it grows, per measured step: in bytes, or in what it counts (threads, fds,
+               processes, mappings; blocks: Python objects, one block of Python's allocator each)
 line           (with --attribute) the line that allocated what stayed alive, and what holds it
 popular claim  what the popular claim about this leak comes to here: holds; does not hold here;
                another cause (what happens here has another cause than the claim says); - (no claim)
@@ -412,7 +397,7 @@ def mismatches(report: Report, expectation: dict[str, Any], fix_report: Report |
             problems.append(f"expected {expected_error!r}, got {report.error}")
         return problems
     if report.error is not None:
-        return [f"step {report.failed_step} raised {report.error}"]
+        return [f"the step failed {failed_at(report.failed_step, report.stage, report.warmup)}: {report.error}"]
     for key, verdict in expectation.items():
         if key not in RESOURCES:
             continue

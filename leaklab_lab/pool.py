@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from leaklab.redirect import fd_pointed_at
 from leaklab.runner import stop_children
 
 MAX_DEFAULT_JOBS = 4  # more workers than this buy little on a catalog of ~40 cases, and cost memory
@@ -42,17 +43,12 @@ def captured_stderr() -> Iterator[list[str]]:
     """What is written to stderr inside the block, by Python, C code or a child process started
     in it (a DataLoader worker's traceback): file descriptor 2 points at a file meanwhile. The
     list holds the text once the block ends; the run's table decides whether to show it."""
-    sys.stderr.flush()
-    saved = os.dup(2)
     text: list[str] = []
     with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
         try:
-            yield text
+            with fd_pointed_at(2, sink.fileno()):
+                yield text
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
             sink.seek(0)
             text.append(sink.read().decode(errors="replace"))
 

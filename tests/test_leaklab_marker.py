@@ -181,7 +181,7 @@ def test_tests_that_cannot_be_repeated(pytester):
     result.stdout.fnmatch_lines([
         "*assert (1 + 1) == 3*",  # the test's own failure, as without leaklab
         "leaklab: the test cannot be repeated (a step failure, not a leak): test_one_shot: the step failed at "
-        "step 1 (measured): AssertionError: already ran assert not [[]1[]]",
+        "measured step 1: AssertionError: already ran assert not [[]1[]]",
         "SKIPPED*not here",
     ])
     assert "expected bounded" not in result.stdout.str()

@@ -1,25 +1,37 @@
 """Issue 31, a newcomer's first ten minutes: what `leaklab run` and `leaklab check` print."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from leaklab import resources as known
-from leaklab.cli import _progress, main, shadowing_note
-from leaklab_lab.cases import amount, format_table, get_case, legend, table_columns
+from leaklab.cli import _progress, main, reading, shadowing_note
+from leaklab.report import Report, ResourceResult
+from leaklab.verdict import Trend
+from leaklab_lab.cases import format_table, get_case, legend, table_columns
 
 ROOT = Path(__file__).parent.parent
 STEPS = str(Path(__file__).parent / "data" / "user_steps.py")
+EDGES = str(Path(__file__).parent / "data" / "edge_steps.py")
 
 
-def test_counts_are_whole_and_singular_where_one():
-    assert amount(known.get("threads"), 1.0) == "1 thread"
-    assert amount(known.get("python_objects"), 192.0) == "192 blocks"
-    assert amount(known.get("children"), 1) == "1 process"
-    assert amount(known.get("python_objects"), 7.14) == "7.1 blocks"
+def test_counts_are_whole_and_singular_where_one_in_every_output():
+    threads, blocks = known.get("threads"), known.get("python_objects")
+    assert threads.format(1.0) == "1 thread" and threads.format(-1) == "-1 thread"
+    assert known.get("children").format(1) == "1 process" and known.get("open_fds").format(1.02) == "1 fd"
+    assert blocks.format(192.3) == "192 blocks" and blocks.format(1_234.0) == "1,234 blocks"
+    assert threads.format(0.5) == "0.5 threads" and blocks.format(7.14) == "7.1 blocks"  # a rate below 10: a tenth tells
+    assert known.get("cpu_tensors").format(2 * 2**20) == "2.0 MiB"
+    # The same words in the summary's rate, the table's level, and progress (which names a resource
+    # once where its name is its unit).
+    result = ResourceResult("threads", [10, 11, 11, 11], Trend("grows", 1.0, 1.0, 1.0, 0.0), before=10)
+    assert result.rate() == "1 thread/step"
+    assert reading("threads", 4) == "4 threads" and reading("children", 1) == "children 1 process"
 
 
 def test_an_empty_column_goes_and_the_legend_explains_every_shown_column():
@@ -105,3 +117,107 @@ def test_run_shows_progress_rows_a_summary_and_hides_an_expected_traceback():
     verbose = subprocess.run([sys.executable, "-m", "leaklab", "run", "collate_fn_graph", "--jobs", "1", "-v"],
                              capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert "Traceback" in verbose.stderr
+
+
+# --------------------------------------------------------------------------- the README's promises
+@pytest.mark.parametrize(("raised", "says"), [
+    ("KeyboardInterrupt", "interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) while building the step"),
+    ("KeyboardInterrupt('signal 15')", "interrupted: SIGTERM while building the step"),  # the CLI's SIGTERM handler
+])
+def test_ctrl_c_while_the_factory_runs_exits_3_and_says_where(capsys, tmp_path, raised, says):
+    script = tmp_path / "slow_build.py"
+    script.write_text(f"def make_step(device):\n    raise {raised}\n")
+    assert main(["check", str(script), "--quiet"]) == 3
+    assert capsys.readouterr().err.strip().splitlines() == [f"leaklab: {says}"]
+
+
+def test_ctrl_c_while_the_script_is_imported_exits_3_and_says_where(capsys, tmp_path):
+    script = tmp_path / "slow_import.py"
+    script.write_text("raise KeyboardInterrupt\n")
+    assert main(["check", str(script), "--quiet"]) == 3
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "leaklab: interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) while importing the script"]
+
+
+@pytest.mark.end_to_end
+def test_a_real_ctrl_c_while_the_factory_runs_exits_3(tmp_path):
+    script, started = tmp_path / "slow_build.py", tmp_path / "building"
+    script.write_text(f"import pathlib, time\n\ndef make_step(device):\n    pathlib.Path({str(started)!r}).touch()\n"
+                      "    time.sleep(120)\n    return lambda: None\n")
+    process = subprocess.Popen([sys.executable, "-m", "leaklab", "check", str(script), "--quiet"], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 3, err
+    assert err.strip().splitlines()[-1] == "leaklab: interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) while building the step"
+
+
+def test_a_factory_that_raises_shows_its_traceback_above_the_line(capsys):
+    assert main(["check", f"{EDGES}:factory_fails", "--quiet"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and '    raise RuntimeError("no data here")' in lines
+    assert lines[-1] == "leaklab: factory_fails('cpu') failed: RuntimeError: no data here"
+
+
+def test_a_factory_that_exits_says_so_in_one_line(capsys, tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\n\ndef make_step(device):\n    sys.exit(4)\n")
+    assert main(["check", str(script), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "leaklab: make_step('cpu') failed: exited: the factory called sys.exit(4)"]
+
+
+@pytest.mark.parametrize(("failed_step", "stage", "says"), [
+    (2, "warm-up", "the step failed at warm-up step 3 of 5: ValueError: bad"),
+    (5, "measured", "the step failed at measured step 1: ValueError: bad"),
+    (6, None, "the step failed at measured step 2: ValueError: bad"),  # leaklab.watch keeps no stage
+    (26, "confirmation", "the step failed at step 22 after warm-up (the confirmation): ValueError: bad"),
+])
+def test_a_failed_step_is_counted_as_the_table_counts_and_says_how(failed_step, stage, says):
+    report = Report(device="cpu", steps=20, warmup=5, error="ValueError: bad", failed_step=failed_step, stage=stage)
+    assert report.summary() == says
+
+
+def test_the_time_to_run_out_reads_as_a_sentence():
+    result = ResourceResult("cpu_tensors", [0, 1, 2], Trend("grows", 1.0, 1.0, 1.0, 0.0), before=0,
+                            steps_to_exhaust=10**9, hours_to_exhaust=10**6)
+    assert result.severity() == "runs out in ~1,000,000,000 steps, over ten years at the measured step time"
+    result.hours_to_exhaust = 3.54
+    assert result.severity().endswith(", ~3.5 h at the measured step time")
+    result.hours_to_exhaust = 0.001
+    assert result.severity().endswith(", under a minute at the measured step time")
+
+
+def _timed_clone(idle: bool, first_seconds: float, load: float) -> dict:
+    return {"commit": "abc1234", "branch": "main", "date": "2026-12-03T07:35Z",
+            "machine": {"cpu": "Some CPU", "cores": 2, "python": "3.11.7"}, "torch": "2.14.1",
+            "torch_from": "the CPU index could not be reached", "load_before": [load, 1.0, 1.0],
+            "load_after": [load + 1, 1.0, 1.0], "idle": idle,
+            "commands": [{"command": "pip install -e . && leaklab run", "seconds": first_seconds,
+                          "parts": {"pip install -e .": 41.4, "leaklab run": first_seconds - 41.4}, "exit": 0,
+                          "last_line": "48 cases: 48 as catalogued"},
+                         {"command": "pip install -e '.[test]' && python3 -m pytest -n 2", "seconds": 733.2,
+                          "parts": {"python3 -m pytest -n 2": 700.0}, "exit": None, "last_line": ""}]}
+
+
+def test_the_fresh_clone_timing_is_rendered_from_its_file_saying_whether_the_machine_was_busy(tmp_path):
+    from leaklab_lab import fresh_clone
+
+    assert fresh_clone.render(tmp_path) == []
+    folder = tmp_path / fresh_clone.FOLDER
+    folder.mkdir(parents=True)
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_timed_clone(idle=False, first_seconds=612.6, load=6.86)))
+    head, line = fresh_clone.render(tmp_path)
+    assert head.startswith("- **The README's two commands from a fresh clone**")
+    assert "[cpu-torch2.14.1.json](results/fresh-clone/cpu-torch2.14.1.json): commit abc1234 (main)" in line
+    assert "busy: load 6.86 at the start and 7.86 at the end on 2 cores" in line and "target" not in line
+    assert ("`pip install -e . && leaklab run` 613 s (pip install -e . 41 s, leaklab run 571 s; exit 0, "
+            "'48 cases: 48 as catalogued')") in line
+    assert "`pip install -e '.[test]' && python3 -m pytest -n 2` 733 s (python3 -m pytest -n 2 700 s; not run" in line
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_timed_clone(idle=True, first_seconds=250.0, load=0.1)))
+    assert fresh_clone.render(tmp_path)[1].endswith("; the first command within its 300 s target")
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_timed_clone(idle=True, first_seconds=301.0, load=0.1)))
+    assert fresh_clone.render(tmp_path)[1].endswith("; the first command past its 300 s target")

@@ -47,7 +47,7 @@ def test_an_exception_in_the_block_is_a_raises_report_and_propagates():
                 raise RuntimeError("batch 4 is corrupt")
             w.step()
     assert w.report.verdict == "raises"
-    assert w.report.summary() == "the step failed at step 4: RuntimeError: batch 4 is corrupt"
+    assert w.report.summary() == "the step failed at measured step 4: RuntimeError: batch 4 is corrupt"
 
 
 def test_too_few_steps_for_a_verdict_is_bad_input():
