@@ -19,6 +19,7 @@ import difflib
 import importlib
 import importlib.util
 import json
+import os
 import signal
 import sys
 import threading
@@ -30,6 +31,7 @@ from typing import Any
 from leaklab import resources as known
 from leaklab.redirect import fd_pointed_at
 from leaklab.report import EXIT_BAD_INPUT, EXIT_BOUNDED, EXIT_LEAK, EXIT_STEP_FAILED
+from leaklab.verdict import HORIZON, HORIZON_BUDGET
 
 # The lab's commands answer 0 (as expected), 1 (a difference or regression) or 2 (bad input).
 EXIT_OK, EXIT_GROWS = EXIT_BOUNDED, EXIT_LEAK
@@ -89,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
                             f"less the opt-in ones): {', '.join(known.NAMES)}")
     check.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
                        help=f"seconds one step may take before the check ends with exit 3 (default {DEFAULT_TIMEOUT:g})")
+    check.add_argument("--strict", action="store_true",
+                       help="any growth is a leak, a record of plain data (a loss history of floats) too")
+    check.add_argument("--horizon", type=int, default=HORIZON, metavar="STEPS",
+                       help=f"a record of plain data is a leak when it would hold over {HORIZON_BUDGET // 2**30} GiB "
+                            f"after this many steps (default {HORIZON:,})")
     check.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     check.add_argument("--attribute", action="store_true", help="name the line that allocated what stayed alive")
     check.add_argument("--snapshot", metavar="FILE", help="(cuda) write an allocator snapshot for pytorch.org/memory_viz")
@@ -237,7 +244,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     options = RunOptions(steps=args.steps, warmup=args.warmup, resources=tuple(dict.fromkeys(args.resource)),
                          attribute=args.attribute or bool(args.snapshot), snapshot=args.snapshot,
                          snapshot_overwrite=args.overwrite, snapshot_html=args.snapshot_html,
-                         timeout=args.timeout, hard_timeout=True, progress=_progress(args.quiet or args.json))
+                         timeout=args.timeout, hard_timeout=True, strict=args.strict, horizon=args.horizon,
+                         progress=_progress(args.quiet or args.json))
     device = options.validate(args.device)
     if args.snapshot and not device.startswith("cuda"):
         raise BadInput("--snapshot records the CUDA allocator's history: it needs --device cuda")
@@ -262,10 +270,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(report.traceback, file=sys.stderr, end="")
         print(f"leaklab: {report.summary()}", file=sys.stderr)
         return report.exit_code
-    if args.table:  # the table, what grows and what it resembles, then the answer
-        print(f"{report.curve()}\n{report.summary()}")
-    else:
-        print("\n".join([report.summary(), *answer_lines(data)]))
+    try:
+        if args.table:  # the table, what grows and what it resembles, then the answer
+            print(f"{report.curve()}\n{report.summary()}", flush=True)
+        else:
+            print("\n".join([report.summary(), *answer_lines(data)]), flush=True)
+    except BrokenPipeError:  # `leaklab check ... | head -1`: the reader has what it wanted; the code stands
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return report.exit_code
 
 

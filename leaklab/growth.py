@@ -223,6 +223,12 @@ def is_plain(obj: Any, depth: int = 0) -> bool:
     return False
 
 
+def _plain_objects(obj: Any) -> int:
+    """How many objects one record is (each a block of Python's object allocator, at most)."""
+    inner = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj) if isinstance(obj, tuple) else []
+    return 1 + sum(_plain_objects(item) for item in inner)
+
+
 def _plain_bytes(obj: Any) -> int:
     """An estimate of what one record costs: the object, what it holds, and its slot (8 B)."""
     inner = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj) if isinstance(obj, tuple) else []
@@ -240,13 +246,14 @@ def plain_growth(before: Census, after: Census, steps: int) -> PlainData | None:
               and after.sizes[path] - before.sizes[path] >= steps]
     if not longer or len(lines) != len(longer):
         return None  # nothing seen, or a line that no longer container explains: a type piling up
-    cost = 0.0
+    cost = objects = 0.0
     for added, path in longer:
         element = _last_element(after.containers[path])
         if element is None or not is_plain(element):
             return None
         cost += added / steps * _plain_bytes(element)
-    return PlainData("; ".join(lines), cost)
+        objects += added / steps * _plain_objects(element)
+    return PlainData("; ".join(lines), cost, objects)
 
 
 def _last_element(container: Any) -> Any:

@@ -115,6 +115,8 @@ class Report:
     restarts: list[str] = field(default_factory=list)        # why the baseline was taken again
     confirmed_steps: int = 0           # steps of the confirmation pass (0: none was needed)
     uncertain: list[str] = field(default_factory=list)       # resources whose verdict the confirmation changed
+    changed: dict[str, list[str]] = field(default_factory=dict)  # ... each one's verdict before and after it
+    records: dict[str, Any] | None = None  # growth settled as a record of plain data (leaklab.verdict.records)
     crept: list[str] = field(default_factory=list)           # resources that crept under their floor (long pass)
     long_pass_steps: int = 0           # steps of the long pass (0: none was needed)
     pass_stopped: str | None = None    # a pass the check added that the step could not run through, and why
@@ -237,7 +239,10 @@ class Report:
         if resource is None:
             return f"{label}nothing was measured"
         result = self.resources[resource]
-        line = f"{label}{self.verdict} in {resource}"
+        if self.verdict == BOUNDED:
+            line = f"{label}bounded: nothing of {len(self._judged())} watched resources grows"
+        else:
+            line = f"{label}{self.verdict} in {resource}"
         if self.verdict == GROWS:
             line += f" by {result.rate()}"
             if result.trend.onset:
@@ -247,13 +252,20 @@ class Report:
                 line += f" ({severity})"
         elif self.verdict == PLATEAU:
             line += f": rose {result.kind.format(result.trend.rise_bytes)}, then flat"
+        if self.records:
+            found = self.records
+            line += (f"; {', '.join(found['resources'])} keep(s) a record of plain data ({found['what']}): "
+                     f"{format_bytes(found['bytes_per_step'])}/step, {format_bytes(found['after_horizon'])} after "
+                     f"{found['horizon']:,} steps, not a leak (--strict: growth)")
         others = [r.resource for r in self._judged() if r.verdict in (GROWS, PLATEAU) and r.resource != resource]
         if others:
             line += f"; also {', '.join(others)}"
         if self.stopped_by_budget:
             line += f"; stopped: {self.stopped_by_budget} passed its budget" + (" in warm-up" if self.stopped_in_warmup else "")
         if self.uncertain:
-            line += f"; uncertain: the confirmation pass changed {', '.join(self.uncertain)}"
+            changes = [f"{name} from {self.changed[name][0]} to {self.changed[name][1]}" if name in self.changed else name
+                       for name in self.uncertain]
+            line += f"; uncertain: the confirmation pass changed {', '.join(changes)}"
         if self.crept:
             line += f"; {', '.join(self.crept)} watched {self.long_pass_steps} more steps (a long pass)"
         if self.pass_stopped:
@@ -348,6 +360,8 @@ class Report:
             "restarts": self.restarts,
             "confirmed_steps": self.confirmed_steps,
             "uncertain": self.uncertain,
+            **({"changed": self.changed} if self.changed else {}),
+            **({"records": self.records} if self.records else {}),
             # Absent from runs made before the long pass (and from runs that needed none).
             **({"crept": self.crept} if self.crept else {}),
             **({"long_pass_steps": self.long_pass_steps} if self.long_pass_steps else {}),
@@ -408,7 +422,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history", "growth",
+           "uncertain", "changed", "records", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history", "growth",
            "phase_seconds", "signature", "resembles")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 

@@ -55,12 +55,14 @@ from leaklab.report import Report, ResourceResult
 from leaklab.verdict import (
     CONFIRMATION,
     CREEP_WINDOW,
+    HORIZON,
     MEASURED,
     REMEASURED,
     WARMUP,
     Done,
     Pass,
     Plan,
+    Records,
     Verdicts,
     growing,
     next_pass,
@@ -138,8 +140,15 @@ class RunOptions:
     hard_timeout: bool = False             # a step stuck past its limit in C code ends the process (exit 3)
     exhaust_at: int | None = None          # bytes; default: the device's (or host's) total memory
     confirm: bool = True                   # re-measure before reporting anything but a clear bounded
+    strict: bool = False                   # any growth is a leak, a record of plain data too (verdict.records)
+    horizon: int = HORIZON                 # steps over which a record of plain data is judged
     progress: Callable[[int, int, dict[str, int]], None] | None = None
     name: str = ""
+
+    @property
+    def plan(self) -> Plan:
+        """The settings the policy reads (:class:`leaklab.verdict.Plan`)."""
+        return Plan(self.steps, self.confirm, self.strict, self.horizon)
 
     @property
     def confirm_steps(self) -> int:
@@ -154,6 +163,8 @@ class RunOptions:
         """Check every setting before anything runs; returns the device, checked."""
         _whole("steps", self.steps, 2)
         _whole("warmup", self.warmup, 0)
+        if isinstance(self.horizon, bool) or not isinstance(self.horizon, int) or self.horizon < 1:
+            raise BadInput(f"horizon must be a whole number of steps, 1 or more, got {self.horizon!r}")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
                                          or not self.timeout > 0):
             raise BadInput(f"timeout must be a number of seconds above 0, got {self.timeout!r}")
@@ -467,7 +478,14 @@ class _Run:
             uncertain=list(verdicts.uncertain) if verdicts else [],
             crept=list(verdicts.long_passed) if verdicts else [],
             long_pass_steps=verdicts.long_pass_steps if verdicts else 0,
+            changed={name: [before, after] for name, before, after in verdicts.changed} if verdicts else {},
+            records=_records_json(verdicts.records) if verdicts and verdicts.records else None,
             phase_seconds=self.phase_seconds, before_build=self.before)
+
+
+def _records_json(found: Records) -> dict[str, Any]:
+    return {"what": found.what, "bytes_per_step": found.bytes_per_step, "horizon": found.horizon,
+            "after_horizon": found.after_horizon, "resources": list(found.resources)}
 
 
 def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
@@ -537,7 +555,7 @@ def _passes(run: _Run) -> _Censuses | None:
     """Warm-up, then each pass the policy asks for (:func:`leaklab.verdict.next_pass`) until it
     gives the verdicts, kept on the run. Returns the censuses taken around the confirmation."""
     probe, series = run.probe, run.series
-    plan = Plan(run.options.steps, run.options.confirm)
+    plan = run.options.plan
     history = [_warm_up(run)]
     kept: dict[int, dict[str, Any]] = {}  # a measured series, kept when it is measured again
     censuses = None
@@ -549,15 +567,25 @@ def _passes(run: _Run) -> _Censuses | None:
         if decision.kind in (MEASURED, REMEASURED):
             history.append(_measured(run, decision))
         elif decision.kind == CONFIRMATION:
-            # What already grows is named over the confirmation's own steps, between two
+            # The series continued. What the decision itself keeps alive (a few Python objects, a
+            # census) must not read as a step of the series: the readings go on from where it
+            # stopped. What already grows is named over the confirmation's own steps, between two
             # censuses, instead of over extra steps after the verdict (see _name_growth).
             censuses = _Censuses(growth.kinds(set(decision.growing)), decision.steps)
             censuses.before = censuses.take(run.step, probe)
-            history.append(_continued(run, decision))
-            if history[-1].stopped:
+            start = series.count
+            with run.added_pass(decision.kind):
+                run.measure(series, decision.steps, start=CONTINUE)
+            plain = None
+            if run.pass_stopped:
                 censuses = None
-            elif censuses.before is not None:
+            elif censuses.before is not None:  # taken before anything of the check's is made
                 censuses.after = censuses.take(run.step, probe, first=False)
+                if censuses.cover({"objects"}):  # what grew in Python objects, where it is all plain data
+                    plain = growth.plain_growth(censuses.before, censuses.after, censuses.steps)
+            done = Done(decision.kind, _readings(series, start), stopped=run.pass_stopped is not None,
+                        over_budget=run.over_budget, plain=plain)
+            history.append(done)
         else:
             history.append(_long_pass(run, decision))
     if decision.base in kept:  # a re-measured series too short to judge: the one before it stands
@@ -596,32 +624,26 @@ def _measured(run: _Run, plan: Pass) -> Done:
     return Done(plan.kind, _readings(series), stopped=run.pass_stopped is not None, over_budget=run.over_budget)
 
 
-def _continued(run: _Run, plan: Pass) -> Done:
-    """The series continued (the confirmation). What the decision itself keeps alive (a few Python
-    objects, a census) must not read as a step of the series: the readings go on from where the
-    series stopped."""
-    start = run.series.count
-    with run.added_pass(plan.kind):
-        run.measure(run.series, plan.steps, start=CONTINUE)
-    return Done(plan.kind, _readings(run.series, start), stopped=run.pass_stopped is not None,
-                over_budget=run.over_budget)
-
-
 def _long_pass(run: _Run, plan: Pass) -> Done:
     """The series of ``plan.resources`` alone continued (the others were decided, and a
     DataLoader's workers cost milliseconds a reading), in runs of :data:`CREEP_WINDOW` steps,
     until the pass may stop (:meth:`leaklab.verdict.Pass.may_stop`)."""
     series, names = run.series, list(plan.resources)
-    light = Series(plan.resources, plan.steps + 1)
-    last = series.last()
-    start = run.probe.sample(names)
-    light.shift = {name: start[name] - last[name] for name in names}  # go on from where the series stopped
+    light = Series(plan.resources, plan.steps + 2)
+    # Go on from the series' last value as kept, as the confirmation does (CONTINUE): what the
+    # check made between the passes (a census kept through the confirmation, the loop's own
+    # locals) is taken out, or it would read as a jump where the pass begins.
+    for name in names:
+        light.values[name][0] = series.values[name][series.count - 1]
+    light.count = 1
     with run.added_pass(plan.kind):
-        while light.count < plan.steps and not run.over_budget:
-            run.measure(light, min(CREEP_WINDOW, plan.steps - light.count), only=names)
-            if plan.may_stop({name: series.series(name) + light.series(name) for name in names}):
+        # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
+        while light.count - 1 < plan.steps and not run.over_budget:
+            run.measure(light, min(CREEP_WINDOW, plan.steps - light.count + 1), only=names,
+                        start=CONTINUE if light.count == 1 else None)
+            if plan.may_stop({name: series.series(name) + light.series(name)[1:] for name in names}):
                 break
-    return Done(plan.kind, _readings(light), stopped=run.pass_stopped is not None, over_budget=run.over_budget)
+    return Done(plan.kind, _readings(light, 1), stopped=run.pass_stopped is not None, over_budget=run.over_budget)
 
 
 def results(verdicts: Verdicts, watched: tuple[known.Resource, ...], before: dict[str, int], device: str,

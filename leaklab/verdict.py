@@ -51,8 +51,8 @@ and reads, it decides nothing):
              objects), held to the same test.
 
 A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
-verdicts are those of the series before it (a re-measured series with too few readings to judge
-falls back to the one before it).
+verdicts are those of the series before it (of a re-measured series that stopped, only the series
+that made the jump are judged on its readings, where it has enough).
 """
 
 from __future__ import annotations
@@ -295,7 +295,8 @@ RESTARTS = 2            # lazy initialisations measured past at most this many t
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 CREEP_STEPS_MAX = 400   # a long pass is at most this long
 HORIZON = 1_000_000     # steps: a record of plain data is judged by what it holds after this many
-HORIZON_BUDGET = 64 * MiB  # ... and is a leak only past this (a float a step for a million steps: ~32 MB)
+EXPLAINED = 2.0         # a record explains growth of at most this many times its own objects or bytes
+HORIZON_BUDGET = 1 * GiB  # ... and is a leak only past this (a few numbers a step for a million steps: ~100 MB)
 
 Readings = Mapping[str, list[float]]
 
@@ -361,6 +362,7 @@ class PlainData:
 
     what: str
     bytes_per_step: float
+    objects_per_step: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -460,12 +462,19 @@ class _Stage:
 
 
 def _measured(history: Sequence[Done], watched: Sequence[Resource]) -> _Stage:
-    """The measured series the verdicts stand on: the last one, except a re-measured series that
-    stopped before it had enough readings to judge (the series before it stands)."""
+    """The measured series the verdicts stand on: the last one, except where a re-measured series
+    stopped (a step failed in it): then each series that made the jump it was measured again for
+    is judged on the new readings where there are enough of them, and every other series on the
+    longer one before it, where no lazy initialisation was seen (a DataLoader that runs out of
+    data a few steps into the new series must not leave its workers' growth judged on those)."""
     base = max(i for i, done in enumerate(history) if done.kind in (WARMUP, MEASURED, REMEASURED))
-    if history[base].kind == REMEASURED and history[base].stopped and history[base].count < MIN_READINGS:
-        base = max(i for i, done in enumerate(history[:base]) if done.kind in (MEASURED, REMEASURED))
     readings = {name: list(values) for name, values in history[base].readings.items()}
+    if history[base].kind == REMEASURED and history[base].stopped:
+        new = readings
+        base = max(i for i, done in enumerate(history[:base]) if done.kind in (MEASURED, REMEASURED))
+        readings = {name: list(values) for name, values in history[base].readings.items()}
+        if len(next(iter(new.values()), ())) >= MIN_READINGS:
+            readings.update((name, new[name]) for name in lazy_jumps(readings, watched))
     first = judge(readings, watched, history[base].over_budget)
     return _Stage(base, readings, first, creeping(readings, watched, first), first, history[base].count)
 
@@ -495,13 +504,21 @@ def records(trends: Mapping[str, Trend], watched: Sequence[Resource], plain: Pla
     history of floats (``history.append(loss.item())``), which every training loop keeps. It
     settles where everything that grows is Python objects or the heap (never tensors, threads,
     descriptors or mappings), a census found every new object a plain record in a container the
-    step reaches (never a callable, a hook, a tensor, bytes: :func:`leaklab.growth.is_plain`), and
-    those records hold at most :data:`HORIZON_BUDGET` after ``plan.horizon`` steps. ``plan.strict``
-    keeps any growth a leak."""
+    step reaches (never a callable, a hook, a tensor, bytes: :func:`leaklab.growth.is_plain`), the
+    records explain the growth (each resource grows by at most :data:`EXPLAINED` times their
+    objects or bytes a step: a C library's cache growing beside a set of shapes is not explained
+    by the set), and they hold at most :data:`HORIZON_BUDGET` after ``plan.horizon`` steps.
+    ``plan.strict`` keeps any growth a leak."""
     names = growing(trends, watched)
     by_name = {r.name: r for r in watched}
-    if (plan.strict or plain is None or not names
-            or any(by_name[name].census != "objects" or by_name[name].holds_tensors for name in names)
+
+    def explained(name: str) -> bool:
+        resource, rate = by_name[name], trends[name].per_step_bytes
+        if resource.census != "objects" or resource.holds_tensors:
+            return False  # tensors, threads, descriptors, mappings, workers: never a record
+        return rate <= EXPLAINED * (plain.objects_per_step if resource.unit != "B" else plain.bytes_per_step)
+
+    if (plan.strict or plain is None or not names or not all(explained(name) for name in names)
             or plain.bytes_per_step * plan.horizon > HORIZON_BUDGET):
         return None
     return Records(plain.what, plain.bytes_per_step, plan.horizon, tuple(names))

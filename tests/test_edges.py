@@ -232,3 +232,14 @@ def test_python_objects_growing_alone_must_keep_its_rate_through_a_long_pass():
     assert filled.crept == ["python_objects"] and filled.verdict == "bounded", filled.summary()
     kept = verdicts("bytes_256")
     assert kept.crept == ["python_objects"] and kept.verdict == "grows", kept.summary()
+
+
+def test_the_checks_own_objects_make_no_jump_where_a_pass_begins():
+    """Issue 28, item 3: between two passes the check makes objects of its own (the verdicts so
+    far, a census kept through the confirmation, a pass's loop); one byte string kept a step must
+    read as one block a step across every pass boundary, not as a jump where a pass begins."""
+    kept = verdicts("bytes_256")
+    assert kept.long_pass_steps, kept.summary()
+    samples = kept.resources["python_objects"].samples
+    moves = [b - a for a, b in zip(samples, samples[1:], strict=False)]
+    assert max(moves) <= 3 and min(moves) >= -1, moves  # one a step; the loop's locals wiggle by one or two

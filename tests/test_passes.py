@@ -61,13 +61,18 @@ def test_a_lazy_initialisation_is_measured_again_at_most_restarts_times():
     assert next_pass(history, WATCHED, PLAN).kind != REMEASURED
 
 
-def test_a_re_measured_series_stopped_too_short_to_judge_falls_back_to_the_one_before():
-    history = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK)),
-               Done(REMEASURED, {"cpu_tensors": [0, 0], "host_heap": [0, 0]}, stopped=True)]
+def test_a_re_measured_series_that_stopped_judges_only_what_jumped_on_its_readings():
+    # cow_dataset_workers: cpu_tensors made one jump, the series was measured again, and the
+    # DataLoader ran out of data eleven steps into it, where the workers' growth had flattened.
+    history = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=JUMP, host_heap=LEAK))]
+    history.append(Done(REMEASURED, {"cpu_tensors": [1 << 20] * 3, "host_heap": [LEAK[-1]] * 3}, stopped=True))
     decision = next_pass(history, WATCHED, PLAN)
-    assert isinstance(decision, Verdicts) and decision.base == 1 and decision.trends["cpu_tensors"].verdict == GROWS
-    history[-1] = Done(REMEASURED, {"cpu_tensors": [0, 0, 0], "host_heap": [0, 0, 0]}, stopped=True)
-    assert next_pass(history, WATCHED, PLAN).base == 2  # three readings: judged on its own
+    assert isinstance(decision, Verdicts) and decision.base == 1
+    assert decision.series["cpu_tensors"] == [1 << 20] * 3 and decision.trends["cpu_tensors"].verdict != GROWS
+    assert decision.series["host_heap"] == LEAK and decision.trends["host_heap"].verdict == GROWS
+    history[-1] = Done(REMEASURED, {"cpu_tensors": [0, 0], "host_heap": [0, 0]}, stopped=True)
+    too_short = next_pass(history, WATCHED, PLAN)  # two readings: nothing is judged on them
+    assert too_short.series["cpu_tensors"] == JUMP and too_short.series["host_heap"] == LEAK
 
 
 def test_a_confirmation_a_step_failed_in_keeps_the_measured_verdicts():
