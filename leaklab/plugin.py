@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 REPORTS = pytest.StashKey[list]()
 
 
-MARKER = ("leaklab(steps=20, warmup=5, device='cpu', resource=None, expect='bounded', enabled=True): "
+MARKER = ("leaklab(steps=20, warmup=5, device='cpu', resource=None, expect='bounded', strict=False, enabled=True): "
           "re-run this test's body under leaklab's leak check and fail when memory grows")
 
 
@@ -62,6 +62,7 @@ class Settings:
     device: str = "cpu"
     resource: tuple[str, ...] = ()
     expect: str = "bounded"
+    strict: bool = False  # any growth is a leak, a record of plain data (a loss history of floats) too
 
 
 def _resource_tuple(value: Any) -> tuple[str, ...]:
@@ -77,9 +78,10 @@ def _bool(value: Any) -> bool:
 
 
 # each setting: how a marker keyword, a command-line value or an ini string is read; its option/ini name
-_PARSE = {"enabled": _bool, "steps": int, "warmup": int, "device": str, "resource": _resource_tuple, "expect": str}
+_PARSE = {"enabled": _bool, "steps": int, "warmup": int, "device": str, "resource": _resource_tuple, "expect": str,
+          "strict": _bool}
 _OPTION = {"enabled": "leaklab", "steps": "leaklab_steps", "warmup": "leaklab_warmup", "device": "leaklab_device",
-           "resource": "leaklab_resource"}
+           "resource": "leaklab_resource", "strict": "leaklab_strict"}
 _EXPECTS = ("bounded", "grows")
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -97,7 +99,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="cpu or cuda: which resources are watched (default cpu; ini: leaklab_device)")
     group.addoption("--leaklab-resource", default=None, metavar="NAMES",
                     help="comma-separated resources to watch (default: all; ini: leaklab_resource)")
+    group.addoption("--leaklab-strict", action="store_true", default=None,
+                    help="any growth is a leak, a record of plain data too (ini: leaklab_strict = true)")
     parser.addini("leaklab", "re-run every test under the leak check", type="bool", default=False)
+    parser.addini("leaklab_strict", "any growth is a leak, a record of plain data too", type="bool", default=False)
     parser.addini("leaklab_steps", "measured repeats per checked test", default="20")
     parser.addini("leaklab_warmup", "repeats before the baseline", default="5")
     parser.addini("leaklab_device", "cpu or cuda: which resources are watched", default="cpu")
@@ -182,7 +187,8 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
         finally:
             item.stash[_REPEATING] = False
 
-    options = RunOptions(steps=settings.steps, warmup=settings.warmup, resources=settings.resource, name=item.name)
+    options = RunOptions(steps=settings.steps, warmup=settings.warmup, resources=settings.resource, name=item.name,
+                         strict=settings.strict)
     try:
         report = run_factory(lambda _device: step, settings.device, options)
     except BadInput as exc:

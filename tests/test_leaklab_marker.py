@@ -210,3 +210,30 @@ def test_plugin_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", "import sys, leaklab.plugin; print('torch' in sys.modules)"],
                           capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "False"
+
+
+LOSS_HISTORY = '''
+import pytest
+import torch
+
+model = torch.nn.Linear(8, 1)
+history = []
+
+@pytest.mark.leaklab(steps=10, warmup=3)
+def test_step_keeps_its_loss_history():
+    loss = model(torch.ones(4, 8)).sum()
+    history.append(loss.item())  # a float a step: a record, which every training loop keeps
+
+@pytest.mark.leaklab(steps=10, warmup=3, strict=True)
+def test_step_keeps_its_loss_history_strictly():
+    loss = model(torch.ones(4, 8)).sum()
+    history.append(loss.item())
+'''
+
+
+def test_a_loss_history_passes_and_strict_fails_it(pytester):
+    """Issue 28: `history.append(loss.item())` is correct code; strict=True keeps any growth a leak."""
+    pytester.makepyfile(test_user=LOSS_HISTORY)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*grows, expected bounded: test_step_keeps_its_loss_history_strictly: grows in python_objects*"])
