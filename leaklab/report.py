@@ -109,6 +109,7 @@ class Report:
     stage: str | None = None           # where the run was when the step failed (warm-up, measured, ...)
     stopped_by_budget: str | None = None
     stopped_in_warmup: bool = False
+    budget_moved: list[str] = field(default_factory=list)   # budgets passed by one jump, counted again from after it
     leftover: dict[str, int] = field(default_factory=dict)   # per resource, after release
     children: list[str] = field(default_factory=list)        # child processes the run had to stop
     children_left: int = 0
@@ -260,6 +261,8 @@ class Report:
         others = [r.resource for r in self._judged() if r.verdict in (GROWS, PLATEAU) and r.resource != resource]
         if others:
             line += f"; also {', '.join(others)}"
+        if self.budget_moved:
+            line += f"; {', '.join(self.budget_moved)}: a jump, not growth (its budget counts from there)"
         if self.stopped_by_budget:
             line += f"; stopped: {self.stopped_by_budget} passed its budget" + (" in warm-up" if self.stopped_in_warmup else "")
         if self.uncertain:
@@ -353,6 +356,7 @@ class Report:
             "stage": self.stage,
             "stopped_by_budget": self.stopped_by_budget,
             "stopped_in_warmup": self.stopped_in_warmup,
+            **({"budget_moved": self.budget_moved} if self.budget_moved else {}),
             "released": self.released,
             "leftover": self.leftover,
             "children_left": self.children_left,
@@ -421,7 +425,7 @@ def device_name(device: str) -> str:
 _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "samples", "released",
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
-           "stopped_in_warmup", "leftover", "children", "children_left", "restarts", "confirmed_steps",
+           "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "restarts", "confirmed_steps",
            "uncertain", "changed", "records", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history", "growth",
            "phase_seconds", "signature", "resembles")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}

@@ -57,6 +57,7 @@ from leaklab.verdict import (
     CREEP_WINDOW,
     HORIZON,
     MEASURED,
+    MIN_READINGS,
     REMEASURED,
     WARMUP,
     Done,
@@ -371,6 +372,7 @@ class _Run:
     failed_step: int | None = None     # the step running now: the one that failed, if one does
     stage: str | None = None
     over_budget: str | None = None
+    budget_moved: dict[str, str] = field(default_factory=dict)  # resources whose budget counts from after a jump
     stopped_in_warmup: bool = False
     pass_stopped: str | None = None
     restarts: list[str] = field(default_factory=list)
@@ -433,9 +435,24 @@ class _Run:
             if self.options.progress and not quiet:
                 self.options.progress(i + 1, count, sample)
             over = over_budget(series.last(), self.built, self.budget)
+            if over and self.jumped(series, over):
+                continue  # one jump, not growth: the budget counts again from after it
             if over:
                 self.over_budget = over
                 break
+
+    def jumped(self, series: Series, name: str) -> bool:
+        """A budget passed by one jump (one step rose by half the budget or more, the first such
+        for this resource: a model's buffers allocated on a first large input) is a level, not
+        growth: the budget counts again from after it, once per resource. A leak passes it again
+        and is stopped then, with the readings that show it grow."""
+        values, limit = series.values[name], self.budget[name]
+        if name in self.budget_moved or series.count < 2 or values[series.count - 1] - values[series.count - 2] < limit / 2:
+            return False
+        last = series.last()[name]
+        self.budget_moved[name] = f"{name} jumped by {known.get(name).format(last - self.built[name])} at step {self.done}"
+        self.built = {**self.built, name: last}
+        return True
 
     def run_steps(self, count: int) -> None:
         """``count`` steps with no reading (attribution's, naming's)."""
@@ -473,6 +490,7 @@ class _Run:
             device=self.probe.device, steps=options.steps, warmup=options.warmup, name=options.name,
             resources=resources, **per_step, **self.found, failed_step=self.failed_step, stage=self.stage,
             stopped_by_budget=self.over_budget, stopped_in_warmup=self.stopped_in_warmup, children=children,
+            budget_moved=list(self.budget_moved.values()),
             children_left=len(children), restarts=self.restarts, pass_stopped=self.pass_stopped,
             confirmed_steps=verdicts.confirmed_steps if verdicts else 0,
             uncertain=list(verdicts.uncertain) if verdicts else [],
@@ -658,7 +676,7 @@ def results(verdicts: Verdicts, watched: tuple[known.Resource, ...], before: dic
         result = ResourceResult(resource.name, values, trend, before.get(resource.name, values[0]))
         total = (exhaust_at if exhaust_at and resource.unit == "B"
                  else resource.capacity(device) if resource.capacity else None)
-        if total is not None:
+        if total is not None and len(values) > MIN_READINGS:  # no forecast from a couple of steps
             result.steps_to_exhaust = trend.steps_to_exhaust(values[-1], total)
             if result.steps_to_exhaust is not None and median_seconds:
                 result.hours_to_exhaust = result.steps_to_exhaust * median_seconds / 3600

@@ -241,3 +241,34 @@ def test_the_census_names_no_object_of_the_check_itself():
     after.types = Counter({"leaklab.measure._Storage": 10, "mytrain.Record": 10})
     lines = growth.growth(before, after, 10, {"objects"})["objects"]
     assert lines == ["+1 mytrain.Record/step"]
+
+
+def _jumps(at_steps, size=96 * MiB):
+    def factory(device):
+        hoard, calls = [], [0]
+
+        def step():
+            calls[0] += 1
+            if calls[0] in at_steps:
+                hoard.append(torch.empty(size, dtype=torch.uint8))
+
+        return step
+    return factory
+
+
+def test_a_budget_passed_by_one_jump_is_a_level_and_the_run_goes_on():
+    """Issue 28: a detector's buffers allocated on a first large image passed the heap's budget in
+    one step, and the run was stopped and called growing from two readings."""
+    options = RunOptions(steps=12, warmup=2, resources=("cpu_tensors",), budget={"cpu_tensors": 64 * MiB})
+    report = run_factory(_jumps({2}), "cpu", options)
+    assert report.stopped_by_budget is None and report.verdict == BOUNDED, report.summary()
+    assert report.budget_moved and "a jump, not growth" in report.summary()
+    twice = run_factory(_jumps({2, 6}), "cpu", options)  # a second jump: stopped, and it grows
+    assert twice.stopped_by_budget == "cpu_tensors" and twice.verdict == GROWS, twice.summary()
+
+
+def test_no_forecast_from_a_couple_of_steps():
+    options = RunOptions(steps=12, warmup=0, resources=("cpu_tensors",), budget={"cpu_tensors": 64 * MiB})
+    report = run_factory(_jumps({1, 2}), "cpu", options)
+    assert report.stopped_by_budget == "cpu_tensors" and len(report.samples) <= 3, report.summary()
+    assert report.resources["cpu_tensors"].steps_to_exhaust is None and "runs out" not in report.summary()
