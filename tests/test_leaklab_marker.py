@@ -38,15 +38,7 @@ def test_hook_caching_fixed(train_step):
 '''
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _check_once_outside_pytester():
-    """The first tensor made under a check imports ~900 modules (torch's dynamo and inductor,
-    sympy). pytester's in-process runs drop the modules first imported inside them, and torch
-    cannot import those a second time in the outer session (a TORCH_LIBRARY registered twice,
-    breaking every later check): run a training step under a check out here first."""
-    from leaklab.runner import RunOptions, run_script
-
-    run_script(ROOT / "fixes/hook_caching.py", options=RunOptions(steps=2, warmup=0))
+pytestmark = pytest.mark.usefixtures("check_once_outside_pytester")
 
 
 class _CallsWithoutRepeats(list):

@@ -7,6 +7,8 @@ from importlib.metadata import entry_points
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("check_once_outside_pytester")  # see tests/conftest.py
+
 PLUGIN_ARGS = [] if any(ep.name == "leaklab" for ep in entry_points(group="pytest11")) else ["-p", "leaklab.plugin"]
 
 USER_TESTS = '''
