@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from leaklab.report import Report
-    from leaklab.runner import BadInput, RunOptions, check, run_factory, run_script
+    from leaklab.runner import BadInput, RunOptions, check, run_factory
+    from leaklab.scripts import run_script
     from leaklab.watch import watch
 
 __version__ = "0.1.0"
@@ -23,7 +24,7 @@ _HOMES = {
     "RunOptions": "leaklab.runner",
     "check": "leaklab.runner",
     "run_factory": "leaklab.runner",
-    "run_script": "leaklab.runner",
+    "run_script": "leaklab.scripts",
     "watch": "leaklab.watch",
 }
 

@@ -194,7 +194,8 @@ def stdout_to_stderr() -> Iterator[None]:
 
 def _factory(module: Any, name: str) -> Callable[[str], Any]:
     """The script's factory; a name that is not there gets the closest callable it defines."""
-    from leaklab.runner import BadInput, factory_from_script
+    from leaklab.runner import BadInput
+    from leaklab.scripts import factory_from_script
 
     try:
         return factory_from_script(module, name)
@@ -231,14 +232,8 @@ def terminate_on_sigterm() -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from leaklab.runner import (
-        BadInput,
-        RunOptions,
-        forget_script,
-        load_script,
-        parse_target,
-        run_factory,
-    )
+    from leaklab.runner import BadInput, RunOptions, run_factory
+    from leaklab.scripts import forget_script, load_script, parse_target
 
     path, factory_name = parse_target(args.target)
     options = RunOptions(steps=args.steps, warmup=args.warmup, resources=tuple(dict.fromkeys(args.resource)),

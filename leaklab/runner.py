@@ -29,29 +29,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
-import json
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
-import types
-from array import array
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
 
 from leaklab import attribution, growth, signature
 from leaklab import resources as known
+from leaklab.children import stop_children
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.release import stuck_workers_stopped
 from leaklab.report import Report, ResourceResult
+from leaklab.series import Series, Step, call_step
+from leaklab.timelimit import StepTimeout, TimeLimit
 from leaklab.verdict import (
     CONFIRMATION,
     CREEP_WINDOW,
@@ -69,7 +62,6 @@ from leaklab.verdict import (
     next_pass,
 )
 
-Step = Callable[[], Any]
 Factory = Callable[[str], Step]
 
 ATTRIBUTION_STEPS = 5   # steps run after the series with allocation sites recorded
@@ -83,11 +75,6 @@ class BadInput(ValueError):
 
 class StepFailed(Exception):
     """The step itself failed: it raised, exited, was interrupted or ran past its time limit."""
-
-
-class StepTimeout(BaseException):
-    """Raised inside a step that ran past its time limit (a BaseException, like KeyboardInterrupt,
-    so that a step's own ``except Exception`` cannot swallow it)."""
 
 
 class FactoryFailed(BadInput):
@@ -186,134 +173,6 @@ class RunOptions:
         return device
 
 
-class Series:
-    """Readings of every watched resource, in arrays allocated before the first step: the
-    harness must allocate nothing per step, or it would be the leak it measures."""
-
-    def __init__(self, names: tuple[str, ...], capacity: int) -> None:
-        self.names = names
-        self.capacity = capacity
-        self.values = {name: array("q", bytes(8 * capacity)) for name in names}
-        self.garbage_objects = array("q", bytes(8 * capacity))
-        self.garbage_bytes = array("q", bytes(8 * capacity))
-        self.seconds = array("d", bytes(8 * capacity))
-        self.metrics: dict[str, array] = {}
-        self.shift = dict.fromkeys(names, 0)
-        self.count = 0
-
-    def last(self) -> dict[str, int]:
-        return {name: self.values[name][self.count - 1] + self.shift[name] for name in self.names}
-
-    def shift_from(self, sample: dict[str, int]) -> None:
-        """Later readings continue from the last one: what changed between it and ``sample`` (the
-        harness's own doing, between two steps) is taken out."""
-        for name in self.names:
-            if not known.get(name).resets:  # a peak is a figure of its step alone
-                self.shift[name] = sample[name] - self.values[name][self.count - 1]
-
-    def add(self, sample: dict[str, int], probe: Probe, seconds: float) -> None:
-        i = self.count
-        if i >= self.capacity:
-            raise RuntimeError("leaklab: more readings than the series was allocated for")
-        for name in self.names:
-            self.values[name][i] = sample[name] - self.shift[name]
-        self.garbage_objects[i] = probe.garbage.objects
-        self.garbage_bytes[i] = probe.garbage.bytes
-        self.seconds[i] = seconds
-        self.count += 1
-
-    def kept(self) -> dict[str, Any]:
-        """Everything this series holds, to go back to (:meth:`restore`) when a pass is abandoned."""
-        return {"values": {name: array("q", values) for name, values in self.values.items()},
-                "metrics": {key: array("d", values) for key, values in self.metrics.items()},
-                "garbage_objects": array("q", self.garbage_objects), "garbage_bytes": array("q", self.garbage_bytes),
-                "seconds": array("d", self.seconds), "shift": dict(self.shift), "count": self.count}
-
-    def restore(self, kept: dict[str, Any]) -> None:
-        for key, value in kept.items():
-            setattr(self, key, value)
-
-    def metric_slot(self, key: str) -> array:
-        slot = self.metrics.get(key)
-        if slot is None:
-            slot = self.metrics[key] = array("d", bytes(8 * self.capacity))
-        return slot
-
-    def series(self, name: str) -> list[int]:
-        return self.values[name][:self.count].tolist()
-
-    def per_step(self) -> dict[str, Any]:
-        """The report's per-step fields (the baseline reading covers no step)."""
-        count = self.count
-        return {"step_seconds": self.seconds[1:count].tolist(),
-                "metrics": {key: values[1:count].tolist() for key, values in self.metrics.items()},
-                "garbage": {"objects": self.garbage_objects[1:count].tolist(),
-                            "bytes": self.garbage_bytes[1:count].tolist()}}
-
-
-def call_step(step: Step, series: Series | None = None) -> None:
-    """Run one step; keep the numbers it returns in ``series`` (reading index ``series.count``)."""
-    result = step()
-    if series is not None and isinstance(result, Mapping):
-        for key, value in result.items():
-            if isinstance(value, (int, float, bool)) or (isinstance(value, torch.Tensor) and value.numel() == 1):
-                series.metric_slot(str(key))[series.count] = float(value)
-
-
-class _TimeLimit:
-    """Ends a step that runs past ``seconds``: SIGALRM raises :class:`StepTimeout` in it (main
-    thread only; elsewhere there is no limit). A step stuck in C code sees the signal only when
-    it returns to Python; with ``hard``, a watchdog thread then ends the process after a grace
-    period, with one line and exit 3, once it has stopped the step's children."""
-
-    GRACE = 10.0
-
-    def __init__(self, seconds: float | None, hard: bool = False) -> None:
-        self.seconds = seconds if threading.current_thread() is threading.main_thread() else None
-        self.hard = hard and self.seconds is not None
-        self._previous: Any = None
-        self._deadline: float | None = None
-        self._children: set[int] = set()
-        self._done = threading.Event()  # the watchdog ends with the check: no thread of ours outlives it
-
-    def __enter__(self) -> _TimeLimit:
-        if self.seconds:
-            self._previous = signal.signal(signal.SIGALRM, self._expired)
-        if self.hard:
-            self._children = {p.pid for p in live_children()}
-            threading.Thread(target=self._watch, name="leaklab-watchdog", daemon=True).start()
-        return self
-
-    def _expired(self, signum: int, frame: Any) -> None:
-        raise StepTimeout(f"the step ran past its time limit of {self.seconds:g} s")
-
-    def _watch(self) -> None:
-        while not self._done.wait(0.5):
-            deadline = self._deadline
-            if deadline is not None and time.monotonic() > deadline:
-                stop_children(self._children, wait=0.0)
-                print(f"leaklab: the step ran past its time limit of {self.seconds:g} s and did not return to Python "
-                      f"for {self.GRACE:g} s more: stopped", file=sys.stderr, flush=True)
-                os._exit(3)
-
-    def arm(self) -> None:
-        if self.seconds:
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-            if self.hard:
-                self._deadline = time.monotonic() + self.seconds + self.GRACE
-
-    def disarm(self) -> None:
-        if self.seconds:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            self._deadline = None
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        if self.seconds:
-            self.disarm()
-            signal.signal(signal.SIGALRM, self._previous)
-
-
 _WHERE = {"the step": "during the step", "the factory": "while building the step",
           "the script": "while importing the script"}
 
@@ -362,7 +221,7 @@ class _Run:
 
     probe: Probe
     options: RunOptions
-    limit: _TimeLimit
+    limit: TimeLimit
     series: Series
     budget: dict[str, int | None]
     step: Step | None = None
@@ -510,7 +369,7 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
     """The run, in the order of the module's docstring: build, the passes (warm-up, measured, and
     those the policy adds), attribution, naming what grows, the release."""
     probe = Probe(device, known.resolve(device, tuple(options.resources)), track_tensors=options.attribute)
-    run = _Run(probe, options, _TimeLimit(options.timeout, hard=options.hard_timeout),
+    run = _Run(probe, options, TimeLimit(options.timeout, hard=options.hard_timeout),
                Series(probe.resources, max(options.warmup, options.steps + Plan(options.steps).confirm_steps) + 1),
                {r.name: options.budget.get(r.name, r.budget) for r in probe.watched})
     with probe, run.limit:
@@ -789,40 +648,6 @@ def over_budget(sample: dict[str, int], start: dict[str, int], budget: dict[str,
     return None
 
 
-def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0, quiet: float = 2.0) -> list[str]:
-    """Give child processes the step started up to ``wait`` seconds to exit by themselves (the
-    wait ends early once ``quiet`` seconds pass with none exiting: a shut-down worker exits in
-    milliseconds, a ``sleep 600`` never); terminate those still running (then kill them after
-    ``grace`` seconds). Returns one line for each child that had to be stopped."""
-    deadline = time.monotonic() + wait
-    quiet_until = time.monotonic() + quiet
-    running = None
-    while True:
-        left = [p for p in live_children() if p.pid not in existing]
-        if running is not None and len(left) < running:
-            quiet_until = time.monotonic() + quiet
-        running = len(left)
-        now = time.monotonic()
-        if not left or now > deadline or now > quiet_until:
-            break
-        time.sleep(0.05)
-    described = []
-    for child in left:
-        try:
-            described.append(f"pid {child.pid}: {' '.join(child.cmdline())[:80] or child.name()}")
-            child.terminate()
-        except psutil.Error:
-            continue
-    _, alive = psutil.wait_procs(left, timeout=grace)
-    for child in alive:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=grace)
-    return described
-
-
 def options_for(*, resource: str | tuple[str, ...] | None = None, budget: dict[str, int] | None = None,
                 **settings: Any) -> RunOptions:
     """:class:`RunOptions` from the keyword settings that :func:`check` and the ``leak_check``
@@ -852,87 +677,3 @@ def check(
     options = options_for(steps=steps, warmup=warmup, resource=resource, budget=budget, attribute=attribute,
                           timeout=timeout)
     return run_factory(lambda _device: step, device, options)
-
-
-# --------------------------------------------------------------------------- scripts
-def load_script(path: str | os.PathLike[str]) -> types.ModuleType:
-    """Import a script by path as a fresh module (a new copy each call: no state is shared)."""
-    path = Path(path)
-    if not path.is_file():
-        raise BadInput(f"no such file: {path}")
-    name = f"leaklab_script_{path.stem}_{time.monotonic_ns()}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise BadInput(f"cannot import {path} as a Python script")
-    module = importlib.util.module_from_spec(spec)
-    # Registered while it runs so that pickling (spawned workers) and dataclasses can find it.
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except KeyboardInterrupt as exc:  # Ctrl-C is exit 3 wherever it comes, never bad input
-        sys.modules.pop(name, None)
-        raise Interrupted(describe_failure(exc, "the script")) from None
-    except (Exception, SystemExit) as exc:
-        sys.modules.pop(name, None)
-        raise BadInput(f"importing {path} failed: {describe_failure(exc, 'the script')}") from None
-    return module
-
-
-def forget_script(module: types.ModuleType) -> None:
-    """Drop a loaded script. Clearing its namespace breaks the cycle between its functions and
-    their globals, so reference counting frees its models and caches at once, without a full
-    garbage collection (~0.14 s in a pytest session, once per run)."""
-    sys.modules.pop(module.__name__, None)
-    module.__dict__.clear()
-
-
-def parse_target(target: str) -> tuple[str, str]:
-    """``path.py:factory`` -> (path, factory); the factory defaults to ``make_step``."""
-    path, sep, factory = target.rpartition(":")
-    if not sep or not path:
-        return target, "make_step"
-    if not factory.isidentifier():
-        raise BadInput(f"{factory!r} is not a Python name; expected PATH.py:FACTORY")
-    return path, factory
-
-
-def factory_from_script(module: types.ModuleType, factory_name: str) -> Factory:
-    factory = getattr(module, factory_name, None)
-    if factory is None:
-        raise BadInput(f"{module.__file__} has no {factory_name!r}")
-    if not callable(factory):
-        raise BadInput(f"{factory_name!r} in {module.__file__} is a {type(factory).__name__}, not a callable")
-    return factory
-
-
-def run_script(path: str | os.PathLike[str], factory_name: str = "make_step", device: str = "cpu",
-               options: RunOptions | None = None) -> Report:
-    """Load a script fresh, run its factory under the check, and drop the module again."""
-    module = load_script(path)
-    try:
-        return run_factory(factory_from_script(module, factory_name), device, options)
-    finally:
-        forget_script(module)
-
-
-def run_isolated(path: str | os.PathLike[str], factory_name: str, device: str, options: RunOptions,
-                 env: Mapping[str, str] | None = None, timeout: float = 300.0) -> dict[str, Any]:
-    """Run a script's check in a fresh Python process (for settings that must precede torch's
-    import, such as ``PYTORCH_CUDA_ALLOC_CONF``); returns the report as JSON."""
-    command = [
-        sys.executable, "-m", "leaklab", "check", f"{path}:{factory_name}", "--device", device,
-        "--steps", str(options.steps), "--warmup", str(options.warmup), "--json",
-    ]
-    if options.resources:
-        command += ["--resource", ",".join(options.resources)]
-    if options.attribute:
-        command.append("--attribute")
-    root = str(Path(__file__).resolve().parent.parent)
-    child_env = {**os.environ, **(env or {})}
-    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
-    if options.timeout:
-        command += ["--timeout", str(options.timeout)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_env)
-    if done.returncode not in (0, 1, 3, 4):
-        raise RuntimeError(f"isolated run of {path} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout)

@@ -61,7 +61,7 @@ class Watch:
     def __enter__(self) -> Watch:
         from leaklab.measure import Probe, live_children
         from leaklab.resources import resolve
-        from leaklab.runner import Series
+        from leaklab.series import Series
 
         self.device = self.options.validate(self.device)
         self._children_before = {p.pid for p in live_children()}
@@ -82,7 +82,8 @@ class Watch:
     def step(self, result: Mapping[str, Any] | None = None) -> None:
         """One step of the loop is done. ``result``: numbers to keep per step as metrics (a loss
         scale, a gradient norm), as a check's step may return."""
-        from leaklab.runner import call_step, over_budget
+        from leaklab.runner import over_budget
+        from leaklab.series import call_step
 
         if self._probe is None:
             raise RuntimeError("w.step() outside the `with leaklab.watch(...)` block")

@@ -24,7 +24,8 @@ from leaklab.report import Report, failed_at, report_from_json
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.resources import Resource, defaults, device_type
 from leaklab.resources import get as get_resource
-from leaklab.runner import RunOptions, run_isolated, run_script
+from leaklab.runner import RunOptions
+from leaklab.scripts import run_isolated, run_script
 from leaklab.verdict import VERDICTS, decide
 
 if sys.version_info >= (3, 11):

@@ -17,7 +17,8 @@ import re
 from typing import Any
 
 from leaklab.report import Report
-from leaklab.runner import RunOptions, load_script, run_script
+from leaklab.runner import RunOptions
+from leaklab.scripts import load_script, run_script
 from leaklab.signature import Resemblance, Signature, resemble, signature
 from leaklab_lab.cases import ROOT, Case
 from leaklab_lab.figures import FIGURE_SOURCES

@@ -22,8 +22,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from leaklab.children import stop_children
 from leaklab.redirect import fd_pointed_at
-from leaklab.runner import stop_children
 
 MAX_DEFAULT_JOBS = 4  # more workers than this buy little on a catalog of ~40 cases, and cost memory
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from leaklab.runner import RunOptions, run_script
+from leaklab.runner import RunOptions
+from leaklab.scripts import run_script
 from leaklab_lab.cases import ROOT
 
 EDGES = ROOT / "tests" / "data" / "edge_steps.py"

@@ -14,6 +14,7 @@ def check_once_outside_pytester():
     cannot import those a second time in the outer session (a TORCH_LIBRARY registered twice,
     breaking every later check in that process, whichever test file comes next): run a training
     step under a check out here first, once per session, before any in-process run."""
-    from leaklab.runner import RunOptions, run_script
+    from leaklab.runner import RunOptions
+    from leaklab.scripts import run_script
 
     run_script(ROOT / "fixes/hook_caching.py", options=RunOptions(steps=2, warmup=0))

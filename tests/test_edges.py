@@ -13,7 +13,8 @@ import psutil
 import pytest
 
 from leaklab.cli import main
-from leaklab.runner import RunOptions, run_script
+from leaklab.runner import RunOptions
+from leaklab.scripts import run_script
 
 EDGES = str(Path(__file__).parent / "data" / "edge_steps.py")
 

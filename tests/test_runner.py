@@ -200,7 +200,7 @@ def test_no_thread_of_the_check_outlives_it():
     import threading
     import time
 
-    from leaklab.runner import _TimeLimit
+    from leaklab.timelimit import TimeLimit as _TimeLimit
 
     before = {t.ident for t in threading.enumerate()}
     with _TimeLimit(30.0, hard=True):

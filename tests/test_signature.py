@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from leaklab.runner import RunOptions, run_script
+from leaklab.runner import RunOptions
+from leaklab.scripts import run_script
 from leaklab.signature import SIGNATURES_PATH, Signature, load_entries, resemble, signature, similarity
 
 EDGES = str(Path(__file__).parent / "data" / "edge_steps.py")

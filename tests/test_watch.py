@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 import leaklab
-from leaklab.runner import BadInput, forget_script, load_script
+from leaklab.runner import BadInput
+from leaklab.scripts import forget_script, load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS, WARMUP = 12, 3
