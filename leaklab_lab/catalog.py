@@ -24,7 +24,7 @@ from typing import Any
 from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, RAISES, format_bytes
-from leaklab_lab import versions
+from leaklab_lab import models, versions
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover, families
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_of, case_runs, load_results, role_of
@@ -467,7 +467,7 @@ def _families(cases: list[Case]) -> list[str]:
     return [*out, ""]
 
 
-_REBASED = ("results/", "docs/", "cases/", "fixes/", "tools/", "CATALOG.md", "README.md")
+_REBASED = ("results/", "docs/", "cases/", "fixes/", "tools/", "real_models/", "CATALOG.md", "README.md")
 _LINK = re.compile(r"\]\(([^)\s#]*)(#[^)\s]*)?\)")
 
 
@@ -575,7 +575,8 @@ def _pages(root: Path, strict: bool) -> tuple[str, str, str]:
         matching = [case for case in cases if symptom in case.meta["symptoms"]]
         if matching:
             out.append(f"- **{symptom}**: " + ", ".join(f"[`{c.slug}`](#{_anchor(c)})" for c in matching))
-    runs_files = [(name, doc) for name, doc in results if doc["runs"]]
+    # the catalog's columns: files holding its cases' runs (not the real-model corpus's, rendered in docs/harness.md)
+    runs_files = [(name, doc) for name, doc in results if any(case_of(run) for run in doc["runs"].values())]
     where = [_short_where(doc) for _, doc in runs_files]
     out += ["", '<a id="all-cases"></a>', "", "## All cases", "",
             "| case | family | leaks in | seed | seed claim | " + " | ".join(f"{w}: leak → fix" for w in where) + " |",
@@ -600,6 +601,7 @@ def _pages(root: Path, strict: bool) -> tuple[str, str, str]:
     harness += _measured_on(results)
     harness += _matching(signatures, results)
     harness += _time_to_verdict(results)
+    harness += models.render(results)
     harness += _suite_measured(cases, results, root)
     harness += versions.render(cases, matrix)
     harness += _resources_table()
