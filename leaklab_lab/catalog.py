@@ -210,6 +210,8 @@ def _benchmarks(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
                 continue
             if name == "matching":
                 continue  # rendered under "From a leak to its catalog entry"
+            if name == "models_cost":
+                continue  # rendered under "Real models" (leaklab_lab.models)
             if name.startswith("check_cost"):
                 out += [f"### {name} ({_where(document)}, [{filename}](results/{filename}))", "",
                         "Each command in a fresh interpreter, interleaved round by round; the check's own cost is its "

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import time
+from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 from typing import Any
+
+import torch
 
 from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
+from leaklab.runner import RunOptions, factory_from_script, forget_script, load_script, run_factory
 from leaklab.verdict import GROWS, RAISES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,10 +99,30 @@ def _passes(run: Report) -> str:
     return "; ".join(notes) or "–"
 
 
+def _cost(filename: str, document: dict[str, Any]) -> list[str]:
+    """The check's cost on the corpus (:func:`check_cost`), where ``document`` holds it."""
+    cost = document.get("benchmarks", {}).get("models_cost")
+    if not cost:
+        return []
+    env = document["environment"]
+    out = [f"### What the check costs: {env['device_name']}, torch {env['torch']} ([{filename}](results/{filename}))", "",
+           f"Each step checked with default settings against the same step built and called as many times, bare, in one "
+           f"process, {cost['rounds']} rounds; start-up (Python, torch, the libraries) is outside both. Median over the "
+           f"steps: **{cost['median_ratio']:.2f}×** the bare steps.", "",
+           "| run | check | bare, the same calls | calls | ratio (median of rounds) | range | verdicts |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, row in cost["rows"].items():
+        low, high = row["ratio_range"]
+        out.append(f"| `{name}` | {row['check_s']:.2f} s | {row['bare_s']:.2f} s | {row['calls']} | {row['ratio']:.2f}× | "
+                   f"{low:.2f}–{high:.2f}× | {', '.join(sorted(set(row['verdicts'])))} |")
+    return [*out, ""]
+
+
 def render(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """docs/harness.md's section on the corpus: one table per results file holding corpus runs."""
     tables = []
     for filename, document in results:
+        tables += _cost(filename, document)
         runs = corpus_runs(document)
         if not runs:
             continue
@@ -123,3 +149,77 @@ def render(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
             "mistake (`make_mistake`, marked `# MISTAKE:`). A verdict in bold is wrong: an idiom called `grows`, or a "
             "mistake not. `tests/test_real_models.py` (`-m models`) runs them; their libraries are the `models` extra.",
             "", *tables]
+
+
+# --------------------------------------------------------------------------- what the check costs
+def _counted(factory: Callable[[str], Callable[[], None]], calls: list[int]) -> Callable[[str], Callable[[], None]]:
+    """``factory`` whose steps count their calls in ``calls[0]``."""
+    def build(device: str) -> Callable[[], None]:
+        step = factory(device)
+
+        def counted() -> None:
+            calls[0] += 1
+            step()
+        return counted
+    return build
+
+
+def _checked(path: Path, factory_name: str, device: str) -> tuple[float, int, str]:
+    """One check as ``leaklab check`` runs it (default settings): wall seconds, step calls, verdict."""
+    module = load_script(path)
+    calls = [0]
+    try:
+        started = time.perf_counter()
+        report = run_factory(_counted(factory_from_script(module, factory_name), calls), device, RunOptions())
+        seconds = time.perf_counter() - started
+    finally:
+        forget_script(module)
+    return seconds, calls[0], report.verdict
+
+
+def _bare(path: Path, factory_name: str, device: str, calls: int) -> float:
+    """The same step built and called ``calls`` times with nothing watching: wall seconds."""
+    module = load_script(path)
+    try:
+        started = time.perf_counter()
+        step = factory_from_script(module, factory_name)(device)
+        for _ in range(calls):
+            step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+        del step
+    finally:
+        forget_script(module)
+    return seconds
+
+
+def check_cost(device: str, rounds: int = 3, factories: tuple[str, ...] = tuple(TWINS),
+               progress: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Issue 28's item 7: each corpus step checked with default settings, against the same step
+    built and called as many times as the check called it, bare, in the same process, round by
+    round (check, then bare). Start-up (Python, torch, the libraries' imports) is outside both:
+    every step file is imported once before the first round. Per step: the medians, the median
+    of the per-round ratios and their spread; overall, the median ratio over the steps."""
+    rows: dict[str, Any] = {}
+    for path in steps():
+        if missing(path):
+            continue
+        for factory_name in factories:
+            name = run_name(path, factory_name)
+            _checked(path, factory_name, device)  # imports and lazy initialisations, once, untimed
+            checks, bares, counts, verdicts = [], [], [], []
+            for _ in range(rounds):
+                seconds, calls, verdict = _checked(path, factory_name, device)
+                checks.append(seconds)
+                counts.append(calls)
+                verdicts.append(verdict)
+                bares.append(_bare(path, factory_name, device, calls))
+            per_round = sorted(c / b for c, b in zip(checks, bares, strict=True))
+            rows[name] = {"check_s": median(checks), "bare_s": median(bares), "ratio": median(per_round),
+                          "ratio_range": [per_round[0], per_round[-1]], "calls": int(median(counts)),
+                          "verdicts": verdicts, "rounds": rounds}
+            if progress:
+                progress(name, rows[name])
+    ratios = [row["ratio"] for row in rows.values()]
+    return {"rows": rows, "median_ratio": median(ratios) if ratios else None, "rounds": rounds}

@@ -28,7 +28,11 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = Path(__file__).resolve().parent.parent
 
 # (step, factory, device) -> what was measured: today's false alarms, each failing the day it is fixed.
-FALSE_ALARMS: dict[tuple[str, str, str], str] = {}
+FALSE_ALARMS: dict[tuple[str, str, str], str] = {
+    ("loss_history", "make_step", "cpu"): (
+        "measured on the CPU (results/cpu-models-torch2.14.1.json): grows in python_objects, one float a step in "
+        "`history`, after the confirmation and the 200-step long pass; issue 28 item 5 (plain data) is its fix"),
+}
 
 
 def _params() -> list:
@@ -110,22 +114,30 @@ def test_harness_renders_the_corpus_from_its_results_file(tmp_path: Path) -> Non
         row = f"| [`{run.labels['step']}`](../real_models/{run.labels['step']}.py) | {run.labels['twin']} | "
         assert any(line.startswith(row) and run.verdict in line for line in text.splitlines()), row
 
-    # the mutation: the first idiom made to grow in a copy of the results renders in bold
+    # the mutation: an idiom made to grow in a copy of the file renders in bold, read from that copy
     root = tmp_path / "repo"
-    for sub in ("cases", "fixes", "real_models"):
+    (root / "results").mkdir(parents=True)
+    for sub in ("cases", "fixes"):
         (root / sub).symlink_to(ROOT / sub)
-    (root / "results").mkdir()
-    for path in (ROOT / "results").iterdir():
-        (root / "results" / path.name).symlink_to(path)
     raw = json.loads((ROOT / "results" / name).read_text())
-    key, run = next((k, r) for k, r in raw["runs"].items() if r.get("labels", {}).get("twin") == "idiom"
-                    and r["verdict"] != GROWS)
-    resource = run["resource"] or next(iter(run["resources"]))
-    run["resources"][resource]["trend"]["verdict"] = GROWS
-    run["verdict"] = GROWS
-    (root / "results" / name).unlink()
+    run = next(r for r in raw["runs"].values() if r["twin"] == "idiom" and r["verdict"] != GROWS)
+    run["resources"][run["resource"]]["verdict"] = run["verdict"] = GROWS
     (root / "results" / name).write_text(json.dumps(raw))
-    mutated = render_harness(root)
-    step = run["labels"]["step"]
-    assert f"| [`{step}`](../real_models/{step}.py) | idiom | **grows** |" in mutated
-    assert f"| [`{step}`](../real_models/{step}.py) | idiom | **grows** |" not in text, key
+    row = f"| [`{run['step']}`](../real_models/{run['step']}.py) | idiom | **grows** |"
+    assert row in render_harness(root)
+    assert row not in text
+
+
+def test_harness_renders_the_checks_cost_on_the_corpus_from_its_results_file() -> None:
+    """``leaklab bench --models``'s figures (the check against the same steps run bare) are read from
+    the committed file: every step's ratio and the median over the steps."""
+    costs = [(name, doc["benchmarks"]["models_cost"]) for name, doc in load_all_results()
+             if "models_cost" in doc.get("benchmarks", {})]
+    if not costs:
+        pytest.skip("no committed results file holds leaklab bench --models's figures")
+    text = render_harness()
+    for name, cost in costs:
+        assert f"[{name}](../results/{name})" in text
+        assert f"**{cost['median_ratio']:.2f}×** the bare steps" in text
+        for run, row in cost["rows"].items():
+            assert f"| `{run}` | {row['check_s']:.2f} s | {row['bare_s']:.2f} s | {row['calls']} | {row['ratio']:.2f}× |" in text
