@@ -141,3 +141,15 @@ def test_harness_renders_the_checks_cost_on_the_corpus_from_its_results_file() -
         assert f"**{cost['median_ratio']:.2f}×** the bare steps" in text
         for run, row in cost["rows"].items():
             assert f"| `{run}` | {row['check_s']:.2f} s | {row['bare_s']:.2f} s | {row['calls']} | {row['ratio']:.2f}× |" in text
+
+
+def test_check_cost_counts_the_checks_calls_and_runs_as_many_bare(tmp_path: Path) -> None:
+    """``leaklab bench --models`` on a 1 ms step: the bare run makes exactly the calls the check made
+    (warm-up and measured steps at least), so the check cannot come out cheaper than the steps."""
+    (tmp_path / "sleeper.py").write_text(
+        "import time\nLIBRARIES = ()\n\ndef make_step(device):\n    return lambda: time.sleep(0.001)\n")
+    cost = models.check_cost("cpu", rounds=2, directory=tmp_path)
+    row = cost["rows"][f"{tmp_path.name}/sleeper.py:make_step"]
+    default = RunOptions()
+    assert row["calls"] >= default.warmup + default.steps and row["verdicts"] == ["bounded", "bounded"]
+    assert row["bare_s"] >= row["calls"] * 0.001 and row["ratio"] > 1 and cost["median_ratio"] == row["ratio"]

@@ -17,7 +17,7 @@ python3 -c "import transformers, timm, torchmetrics, peft, lightning as l; print
 'timm', timm.__version__, 'torchmetrics', torchmetrics.__version__, 'peft', peft.__version__, 'lightning', l.__version__)"
 for run in $(seq 1 "$RUNS"); do
   SECONDS=0
-  python3 -m pytest -m "models and cuda" -p no:cacheprovider -q -rs "$@" tests/test_real_models.py \
+  python3 -m pytest -m "models and cuda" -p no:cacheprovider -q -rs --timeout 300 "$@" tests/test_real_models.py \
     --leaklab-results "$OUT/h200-models-run$run.json" >"$OUT/pytest-$run.log" 2>&1
   code=$?
   echo "run $run: exit $code in ${SECONDS}s: $(tail -1 "$OUT/pytest-$run.log")"
