@@ -5,7 +5,8 @@
 # runs (a verdict, or a per-resource verdict, that differs), as tools/flake_gate.py finds them.
 # Writes under $OUT: h200-models-torch<version>.json (the first run: copy it to results/ and run
 # `python3 -m leaklab catalog`), h200-models-run<N>.json, pytest-<N>.log, flips.txt.
-# Usage: bash tools/h200_models.sh [pytest options, e.g. -k "causal_lm or timm"]; RUNS=3 by default.
+# Usage: bash tools/h200_models.sh [pytest options, e.g. -k "causal_lm or timm"]; RUNS=3 by default;
+# COST=1 adds the check's cost (h200-models-cost-torch<version>.json), RUNS=0 COST=1 runs only that.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -15,16 +16,26 @@ WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import transformers, timm, torchmetrics, peft, lightning as l; print('transformers', transformers.__version__, \
 'timm', timm.__version__, 'torchmetrics', torchmetrics.__version__, 'peft', peft.__version__, 'lightning', l.__version__)"
-for run in $(seq 1 "$RUNS"); do
+if [[ $RUNS -gt 0 ]]; then
+  for run in $(seq 1 "$RUNS"); do
+    SECONDS=0
+    python3 -m pytest -m "models and cuda" -p no:cacheprovider -q -rs --timeout 300 "$@" tests/test_real_models.py \
+      --leaklab-results "$OUT/h200-models-run$run.json" >"$OUT/pytest-$run.log" 2>&1
+    code=$?
+    echo "run $run: exit $code in ${SECONDS}s: $(tail -1 "$OUT/pytest-$run.log")"
+  done
+  files=$(ls "$OUT"/h200-models-run*.json 2>/dev/null | sort -V)
+  [[ -n "$files" ]] || { echo "no results file was written" >&2; exit 1; }
+  # shellcheck disable=SC2086  # the run files' names have no spaces
+  python3 tools/models_runs.py --keep "$OUT/h200-models-torch$TORCH.json" $files \
+    --note "python3 -m pytest -m 'models and cuda' tests/test_real_models.py --leaklab-results on the lent NVIDIA H200 (device tool), $WHEN" \
+    | tee "$OUT/flips.txt"
+fi
+# COST=1: issue 28's item 7, each bounded idiom checked against the same calls run bare in one process
+# (leaklab bench --models, 3 rounds), written to h200-models-cost-torch<version>.json.
+if [[ ${COST:-0} != 0 ]]; then
   SECONDS=0
-  python3 -m pytest -m "models and cuda" -p no:cacheprovider -q -rs --timeout 300 "$@" tests/test_real_models.py \
-    --leaklab-results "$OUT/h200-models-run$run.json" >"$OUT/pytest-$run.log" 2>&1
-  code=$?
-  echo "run $run: exit $code in ${SECONDS}s: $(tail -1 "$OUT/pytest-$run.log")"
-done
-files=$(ls "$OUT"/h200-models-run*.json 2>/dev/null | sort -V)
-[[ -n "$files" ]] || { echo "no results file was written" >&2; exit 1; }
-# shellcheck disable=SC2086  # the run files' names have no spaces
-python3 tools/models_runs.py --keep "$OUT/h200-models-torch$TORCH.json" $files \
-  --note "python3 -m pytest -m 'models and cuda' tests/test_real_models.py --leaklab-results on the lent NVIDIA H200 (device tool), $WHEN" \
-  | tee "$OUT/flips.txt"
+  python3 -m leaklab bench --models --device cuda --results "$OUT/h200-models-cost-torch$TORCH.json" \
+    --note "leaklab bench --models --device cuda on the lent NVIDIA H200 (device tool), $WHEN" 2>&1 | tee "$OUT/cost.log"
+  echo "bench --models: ${SECONDS}s"
+fi
