@@ -7,19 +7,24 @@
 # `python3 -m leaklab catalog`), h200-models-run<N>.json, pytest-<N>.log, flips.txt.
 # Usage: bash tools/h200_models.sh [pytest options, e.g. -k "causal_lm or timm"]; RUNS=3 by default;
 # COST=1 adds the check's cost (h200-models-cost-torch<version>.json), RUNS=0 COST=1 runs only that.
+# Runs spread over several calls (the device's 10-minute limit): RUN_FROM=N numbers them from N;
+# then `python3 tools/models_runs.py h200-models-run*.json` here lists the flips between all of them.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 RUNS=${RUNS:-3}
+RUN_FROM=${RUN_FROM:-1}  # the first run's number, so that runs made over several calls have distinct files
 TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
+# a step stuck past 300 s fails its test, where pytest-timeout is installed (tools/h200_full.sh uses it too)
+TIMEOUT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 300")
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import transformers, timm, torchmetrics, peft, lightning as l; print('transformers', transformers.__version__, \
 'timm', timm.__version__, 'torchmetrics', torchmetrics.__version__, 'peft', peft.__version__, 'lightning', l.__version__)"
 if [[ $RUNS -gt 0 ]]; then
-  for run in $(seq 1 "$RUNS"); do
+  for run in $(seq "$RUN_FROM" $((RUN_FROM + RUNS - 1))); do
     SECONDS=0
-    python3 -m pytest -m "models and cuda" -p no:cacheprovider -q -rs --timeout 300 "$@" tests/test_real_models.py \
+    python3 -m pytest -m "models and cuda" -p no:cacheprovider -q -rs $TIMEOUT "$@" tests/test_real_models.py \
       --leaklab-results "$OUT/h200-models-run$run.json" >"$OUT/pytest-$run.log" 2>&1
     code=$?
     echo "run $run: exit $code in ${SECONDS}s: $(tail -1 "$OUT/pytest-$run.log")"
