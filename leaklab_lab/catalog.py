@@ -603,7 +603,7 @@ def _pages(root: Path, strict: bool) -> tuple[str, str, str]:
     harness += _measured_on(results)
     harness += _matching(signatures, results)
     harness += _time_to_verdict(results)
-    harness += models.render(results)
+    harness += models.render(results, root / "results" / "models-gate")
     harness += _suite_measured(cases, results, root)
     harness += versions.render(cases, matrix)
     harness += _resources_table()

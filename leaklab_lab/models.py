@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -118,8 +119,34 @@ def _cost(filename: str, document: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
-def render(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """docs/harness.md's section on the corpus: one table per results file holding corpus runs."""
+def _gates(directory: Path | None) -> list[str]:
+    """The comparisons of repeated runs (``tools/models_runs.py --json``) under ``directory``."""
+    lines = []
+    for path in sorted(directory.glob("*.json")) if directory else []:
+        gate = json.loads(path.read_text())
+        runs = gate["runs"]
+        hows = ", ".join(f"{sum(run['how'] == how for run in runs)} {how or 'unlabelled'}"
+                         for how in dict.fromkeys(run["how"] for run in runs))
+        wrong_runs = sorted({name for run in runs for name in run["wrong"]})
+        wrong_in = {name: sum(name in run["wrong"] for run in runs) for name in wrong_runs}
+        flips = "".join(f"; flipped: `{flip['what']}` ("
+                        + ", ".join(f"{verdict} in {len(where)}" for verdict, where in flip["verdicts"].items()) + ")"
+                        for flip in gate["flips"])
+        lines.append(f"- [{path.name}](results/{path.parent.name}/{path.name}): {len(runs)} runs ({hows}), "
+                     f"{runs[0]['device_name']}, torch {runs[0]['torch']}: {len(gate['flips'])} flip(s) of "
+                     f"{gate['compared']} verdicts (each run's and each resource's) compared; wrong in some run: "
+                     + (", ".join(f"`{name}` (in {count} of {len(runs)})" for name, count in wrong_in.items()) or "none") + flips)
+    if not lines:
+        return []
+    return ["### The same verdicts from run to run", "",
+            "Repeated runs of the corpus compared verdict by verdict (`tools/models_runs.py`, with tools/flake_gate.py's "
+            "rule: a flip is a run's verdict or one of its per-resource verdicts that differs between runs).", "",
+            *lines, ""]
+
+
+def render(results: list[tuple[str, dict[str, Any]]], gates: Path | None = None) -> list[str]:
+    """docs/harness.md's section on the corpus: one table per results file holding corpus runs, the
+    check's cost where measured, and the comparisons of repeated runs under ``gates``."""
     tables = []
     for filename, document in results:
         tables += _cost(filename, document)
@@ -141,6 +168,7 @@ def render(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
             tables.append(f"| [`{run.labels['step']}`](real_models/{run.labels['step']}.py) | {run.labels['twin']} | "
                           f"{verdict} | `{run.resource}` | {_rate(run)} | {to_verdict} | {_passes(run)} |")
         tables.append("")
+    tables += _gates(gates)
     if not tables:
         return []
     return ['<a id="real-models"></a>', "", "## Real models", "",

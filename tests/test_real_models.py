@@ -155,3 +155,16 @@ def test_check_cost_counts_the_checks_calls_and_runs_as_many_bare(tmp_path: Path
     default = RunOptions()
     assert row["calls"] >= default.warmup + default.steps and row["verdicts"] == ["bounded", "bounded"]
     assert row["bare_s"] >= row["calls"] * 0.001 and row["ratio"] > 1 and cost["median_ratio"] == row["ratio"]
+
+
+def test_harness_renders_the_comparisons_of_repeated_runs() -> None:
+    """tools/models_runs.py --json's files under results/models-gate/: each one's flips and wrong answers."""
+    gates = sorted((ROOT / "results" / "models-gate").glob("*.json"))
+    assert gates, "no comparison of repeated corpus runs is committed"
+    text = render_harness()
+    for path in gates:
+        gate = json.loads(path.read_text())
+        line = next(line for line in text.splitlines() if f"[{path.name}](../results/models-gate/{path.name})" in line)
+        assert f"{len(gate['runs'])} runs" in line and f"{len(gate['flips'])} flip(s) of {gate['compared']}" in line
+        assert all(f"`{flip['what']}`" in line for flip in gate["flips"])
+        assert all(f"`{name}`" in line for run in gate["runs"] for name in run["wrong"])

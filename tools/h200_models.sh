@@ -4,7 +4,8 @@
 # settings), RUNS times serially, each run writing its own results file; then the flips between
 # runs (a verdict, or a per-resource verdict, that differs), as tools/flake_gate.py finds them.
 # Writes under $OUT: h200-models-torch<version>.json (the first run: copy it to results/ and run
-# `python3 -m leaklab catalog`), h200-models-run<N>.json, pytest-<N>.log, flips.txt.
+# `python3 -m leaklab catalog`), h200-models-torch<version>-gate.json (the flips: copy it to results/models-gate/),
+# h200-models-run<N>.json, pytest-<N>.log, flips.txt.
 # Usage: bash tools/h200_models.sh [pytest options, e.g. -k "causal_lm or timm"]; RUNS=3 by default;
 # COST=1 adds the check's cost (h200-models-cost-torch<version>.json), RUNS=0 COST=1 runs only that.
 # Runs spread over several calls (the device's 10-minute limit): RUN_FROM=N numbers them from N;
@@ -31,8 +32,9 @@ if [[ $RUNS -gt 0 ]]; then
   done
   files=$(ls "$OUT"/h200-models-run*.json 2>/dev/null | sort -V)
   [[ -n "$files" ]] || { echo "no results file was written" >&2; exit 1; }
-  # shellcheck disable=SC2086  # the run files' names have no spaces
-  python3 tools/models_runs.py --keep "$OUT/h200-models-torch$TORCH.json" $files \
+  labelled=()
+  for file in $files; do labelled+=("serial=$file"); done
+  python3 tools/models_runs.py --keep "$OUT/h200-models-torch$TORCH.json" --json "$OUT/h200-models-torch$TORCH-gate.json" "${labelled[@]}" \
     --note "python3 -m pytest -m 'models and cuda' tests/test_real_models.py --leaklab-results on the lent NVIDIA H200 (device tool), $WHEN" \
     | tee "$OUT/flips.txt"
 fi
