@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The real-model corpus on this CPU: the cpu half of tests/test_real_models.py (each step of
-# real_models/ at its tiny CPU size, default settings), RUNS times serially, each run writing its own
+# real_models/ at its tiny CPU size, default settings), RUNS times one after another, each run writing its own
 # results file under a temporary folder; then results/cpu-models-torch<version>.json (the first run,
-# which `python3 -m leaklab catalog` renders in docs/harness.md) and the flips between the runs.
+# which `python3 -m leaklab catalog` renders in docs/harness.md) and the flips between the runs
+# (results/models-gate/, rendered there too).
 # Usage: bash tools/cpu_models.sh [pytest options, e.g. -n 2]; RUNS=3 by default; LOAD=1 runs beside
 # two CPU-bound processes (started and stopped here).
 set -u
@@ -25,6 +26,10 @@ for run in $(seq 1 "$RUNS"); do
 done
 files=$(ls "$work"/run*.json 2>/dev/null | sort -V)
 [[ -n "$files" ]] || { echo "no results file was written" >&2; exit 1; }
-# shellcheck disable=SC2086  # the run files' names have no spaces
-python3 tools/models_runs.py --keep "results/cpu-models-torch$TORCH.json" $files \
+how="${*:-serial}$([[ ${LOAD:-0} != 0 ]] && echo ', beside two CPU-bound processes')"
+labelled=()
+for file in $files; do labelled+=("$how=$file"); done
+mkdir -p results/models-gate
+python3 tools/models_runs.py --keep "results/cpu-models-torch$TORCH.json" \
+  --json "results/models-gate/cpu-models-torch$TORCH-${RUNS}runs-$(date -u +%Y%m%dT%H%M).json" "${labelled[@]}" \
   --note "python3 -m pytest -m 'models and not cuda'${*:+ $*} tests/test_real_models.py --leaklab-results on the 2-core CI machine (no GPU)$([[ ${LOAD:-0} != 0 ]] && echo ', beside two CPU-bound processes'), $WHEN"
