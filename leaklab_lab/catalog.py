@@ -24,7 +24,7 @@ from typing import Any
 from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, RAISES, format_bytes
-from leaklab_lab import fresh_clone, versions
+from leaklab_lab import fresh_clone, models, versions
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover, families
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_of, case_runs, load_results, role_of
@@ -210,6 +210,8 @@ def _benchmarks(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
                 continue
             if name == "matching":
                 continue  # rendered under "From a leak to its catalog entry"
+            if name == "models_cost":
+                continue  # rendered under "Real models" (leaklab_lab.models)
             if name.startswith("check_cost"):
                 out += [f"### {name} ({_where(document)}, [{filename}](results/{filename}))", "",
                         "Each command in a fresh interpreter, interleaved round by round; the check's own cost is its "
@@ -468,7 +470,7 @@ def _families(cases: list[Case]) -> list[str]:
     return [*out, ""]
 
 
-_REBASED = ("results/", "docs/", "cases/", "fixes/", "tools/", "CATALOG.md", "README.md")
+_REBASED = ("results/", "docs/", "cases/", "fixes/", "tools/", "real_models/", "CATALOG.md", "README.md")
 _LINK = re.compile(r"\]\(([^)\s#]*)(#[^)\s]*)?\)")
 
 
@@ -576,7 +578,8 @@ def _pages(root: Path, strict: bool) -> tuple[str, str, str]:
         matching = [case for case in cases if symptom in case.meta["symptoms"]]
         if matching:
             out.append(f"- **{symptom}**: " + ", ".join(f"[`{c.slug}`](#{_anchor(c)})" for c in matching))
-    runs_files = [(name, doc) for name, doc in results if doc["runs"]]
+    # the catalog's columns: files holding its cases' runs (not the real-model corpus's, rendered in docs/harness.md)
+    runs_files = [(name, doc) for name, doc in results if any(case_of(run) for run in doc["runs"].values())]
     where = [_short_where(doc) for _, doc in runs_files]
     out += ["", '<a id="all-cases"></a>', "", "## All cases", "",
             "| case | family | leaks in | seed | seed claim | " + " | ".join(f"{w}: leak → fix" for w in where) + " |",
@@ -601,6 +604,7 @@ def _pages(root: Path, strict: bool) -> tuple[str, str, str]:
     harness += _measured_on(results)
     harness += _matching(signatures, results)
     harness += _time_to_verdict(results)
+    harness += models.render(results, root / "results" / "models-gate")
     harness += _suite_measured(cases, results, root)
     harness += versions.render(cases, matrix)
     harness += _resources_table()

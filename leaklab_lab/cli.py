@@ -110,6 +110,9 @@ def register(commands: Any) -> None:
     bench.add_argument("--matching", action="store_true",
                        help="instead: held-out leaky steps from public reports (tests/data/fresh_steps.py), each "
                             "checked and matched to the catalog; how often its family comes first")
+    bench.add_argument("--models", action="store_true",
+                       help="instead: the check's cost on the real-model corpus (real_models/), each step checked "
+                            "against the same steps run bare, as a ratio within one run (the models extra)")
 
     catalog = commands.add_parser("catalog", help="write CATALOG.md from the cases and the committed results")
     catalog.add_argument("--check", action="store_true", help="exit 1 if CATALOG.md is stale, write nothing")
@@ -298,6 +301,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"first suggestion of the right family: {summary['first']} of {summary['counted']}; "
               f"one of the first three: {summary['top3']} of {summary['counted']}")
         return _bench_written(args, device, {"matching": summary})
+    if args.models:
+        from leaklab_lab.models import check_cost
+
+        cost = check_cost(device, progress=lambda name, row: print(
+            f"{name:44} check {row['check_s']:.2f} s, bare {row['bare_s']:.2f} s for {row['calls']} calls: "
+            f"{row['ratio']:.2f}x", flush=True))
+        print(f"median over the steps: {cost['median_ratio']:.2f}x the same steps run bare")
+        return _bench_written(args, device, {"models_cost": cost})
     if args.sensitivity:
         from leaklab_lab.sensitivity import run_grid
 

@@ -8,6 +8,9 @@ LIBRARIES = ("transformers",)
 
 def _build(device):
     from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()  # its config notices are not the check's output
 
     big = str(device).startswith("cuda")
     config = BertConfig(vocab_size=1000, hidden_size=256 if big else 32, num_hidden_layers=4 if big else 2,

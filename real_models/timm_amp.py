@@ -1,6 +1,10 @@
-"""A timm model trained under torch.autocast with a GradScaler (timm's train.py with --amp):
-scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update(). On the CPU autocast runs in
-bfloat16 and the scaler is torch.amp.GradScaler("cpu"). Mistake: the scaled loss kept for logging."""
+"""A timm ViT trained under torch.autocast with a GradScaler (timm's train.py with --amp):
+scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update(), the recent losses kept as
+floats in a ``deque(maxlen=100)`` for a smoothed log line. On the CPU autocast runs in bfloat16,
+the scaler is torch.amp.GradScaler("cpu") and the ViT is timm's own tiny test_vit. Mistake: the
+scaled loss kept for logging, the tensor with its graph, every step."""
+
+from collections import deque
 
 import torch
 
@@ -11,11 +15,13 @@ def _build(device):
     import timm
 
     big = str(device).startswith("cuda")
-    model = timm.create_model("resnet18" if big else "resnet10t", pretrained=False, num_classes=10).to(device).train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    size = 224 if big else 64
+    model = timm.create_model("vit_small_patch16_224" if big else "test_vit", pretrained=False, num_classes=10,
+                              img_size=size).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     kind = "cuda" if big else "cpu"
     scaler = torch.amp.GradScaler(kind)
-    x = torch.randn(64 if big else 2, 3, 224 if big else 32, 224 if big else 32, device=device)
+    x = torch.randn(64 if big else 2, 3, size, size, device=device)
     y = torch.randint(0, 10, (x.shape[0],), device=device)
     dtype = torch.float16 if big else torch.bfloat16
     return model, optimizer, scaler, x, y, kind, dtype
@@ -23,6 +29,7 @@ def _build(device):
 
 def make_step(device):
     model, optimizer, scaler, x, y, kind, dtype = _build(device)
+    recent = deque(maxlen=100)
 
     def step():
         with torch.autocast(kind, dtype=dtype):
@@ -31,6 +38,7 @@ def make_step(device):
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+        recent.append(loss.item())
 
     return step
 
