@@ -23,7 +23,8 @@ import torch
 
 from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
-from leaklab.runner import RunOptions, factory_from_script, forget_script, load_script, run_factory
+from leaklab.runner import RunOptions, run_factory
+from leaklab.scripts import factory_from_script, forget_script, load_script
 from leaklab.verdict import GROWS, RAISES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from leaklab.plugin import REPORTS, show
-from leaklab.runner import RunOptions, run_script
+from leaklab.runner import RunOptions
+from leaklab.scripts import run_script
 from leaklab.verdict import GROWS
 from leaklab_lab import models
 from leaklab_lab.catalog import load_all_results, render_harness
