@@ -209,8 +209,14 @@ def answer_lines(data: dict[str, Any]) -> list[str]:
     lines = []
     for where, found in (data.get("growth") or {}).items():
         lines.append(f"  grows ({where}): " + "; ".join(found))
+    if data.get("holder") or data.get("holder_missing"):
+        from leaklab.holders import chain_from_json
+
+        chain = chain_from_json(data.get("holder"), data.get("holder_missing"))
+        lines.append(f"  held by: {chain}" if chain.found else f"  held by: {chain.missing}")
     for match in data.get("resembles") or []:
-        lines.append(f"  resembles {match['slug']} ({match['title']}; family {match['family']}): {match['link']}; "
+        why = f"; why: {match['why']}" if match.get("why") else ""
+        lines.append(f"  resembles {match['slug']} ({match['title']}; family {match['family']}{why}): {match['link']}; "
                      f"its fix: {' '.join(str(match.get('fix', '')).split())}")
     return lines
 

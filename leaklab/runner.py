@@ -53,7 +53,7 @@ from typing import Any
 import psutil
 import torch
 
-from leaklab import attribution, growth, signature
+from leaklab import attribution, growth, holders, signature
 from leaklab import resources as known
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.report import Report, ResourceResult
@@ -562,6 +562,7 @@ def _name_growth(run: _Run, trends: dict[str, Any], censuses: _Censuses | None =
         censuses.after = censuses.take(step, probe, first=False)
     if censuses.cover(what):
         report.growth = growth.growth(censuses.before, censuses.after, censuses.steps, what)
+        report.holder, report.holder_missing = holders.fields(holders.name_holder(censuses.before, censuses.after, censuses.steps, step))
         if "objects" in what and report.history is None:
             report.history = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs, censuses.steps)
     _enter(report, None)

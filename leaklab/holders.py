@@ -1,0 +1,485 @@
+"""What holds what grows: the chain of references from a root a user can name to the objects
+that grew between two censuses (:mod:`leaklab.growth`).
+
+The walk follows objgraph's ``find_backref_chain`` (``_find_chain``: breadth first over
+``gc.get_referrers``, a parent per object, its own lists ignored), with three changes: one
+``gc.get_referrers`` call per level for the whole frontier instead of one per object (each call
+scans every object the collector tracks), a budget of time and objects, and roots that a user
+can name instead of a predicate: a module global, a closure cell, an ``lru_cache``, a class
+attribute, a thread's frame, a signal handler, the step itself. Frames of the running stack (the
+check's own, the test runner's) and the tool's own objects are never followed.
+
+The collector's frozen objects (everything alive at the baseline, see
+:meth:`leaklab.measure.Probe.freeze_existing`) are invisible to ``gc.get_referrers``, and the
+holder is usually one of them: the walk unfreezes them, and freezes again after, where they were.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import gc
+import io
+import mmap
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SECONDS = 0.5          # the walk's time budget per growing run
+MAX_OBJECTS = 20_000   # objects visited at most
+MAX_DEPTH = 24         # links at most
+SAMPLES = 8            # grown objects the walk starts from
+_OWN = __name__.split(".")[0]
+
+
+@dataclass(frozen=True)
+class Link:
+    """One object of a chain: ``what`` it is to the one before it (a module global, a closure
+    cell, an attribute, an item, ...), its ``name`` (``step.<locals>.history``, ``.state``,
+    ``['loss']``) and its ``type``."""
+
+    what: str
+    name: str
+    type: str
+    kind: str = ""   # tensor, module, optimizer, container, callable, exception, thread, file, mapping, object
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.type})" if self.name else self.type
+
+
+@dataclass
+class Chain:
+    """Root first, what grew last. ``missing``: why no nameable root was found (the walk ran out
+    of time or objects, or every path ended where Python cannot see); None where one was."""
+
+    links: list[Link] = field(default_factory=list)
+    missing: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.missing is None and bool(self.links)
+
+    def to_json(self) -> list[dict[str, str]]:
+        return [asdict(link) for link in self.links]
+
+    def short(self) -> str:
+        """The root, and the container nearest what grew where that is not the root, as the
+        one-line summary names them: ``make_step.<locals>.model (Net) -> ._forward_hooks (OrderedDict)``."""
+        if not self.found:
+            return f"holder {self.missing}"
+        boxes = [link for link in self.links[1:-1] if link.kind == "container" and link.name]
+        return f"{self.links[0]} -> {boxes[-1]}" if boxes else str(self.links[0])
+
+    def __str__(self) -> str:
+        text = " -> ".join(str(link) for link in self.links)
+        return f"{text} ({self.missing})" if self.missing else text
+
+
+def chain_from_json(links: list[dict[str, str]] | None, missing: str | None = None) -> Chain:
+    return Chain([Link(**link) for link in links or []], missing)
+
+
+def type_name(obj: Any) -> str:
+    kind = type(obj)
+    module = getattr(kind, "__module__", None)
+    qualname = getattr(kind, "__qualname__", None) or kind.__name__
+    if not isinstance(module, str) or module == "builtins":
+        return qualname
+    return f"{_script(module)}.{qualname}"
+
+
+def kind_of(obj: Any) -> str:
+    """What an object is, as the families' rules read it (:mod:`leaklab.families`)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        if isinstance(obj, torch.Tensor):
+            return "tensor"
+        if isinstance(obj, torch.nn.Module):
+            return "module"
+        if isinstance(obj, torch.optim.Optimizer):
+            return "optimizer"
+    if isinstance(obj, (list, dict, set, frozenset, tuple, collections.deque)):
+        return "container"
+    if isinstance(obj, (BaseException, types.TracebackType, types.FrameType)):
+        return "exception"
+    if isinstance(obj, threading.Thread):
+        return "thread"
+    if isinstance(obj, io.IOBase) or isinstance(obj, socket.socket):
+        return "file"
+    if isinstance(obj, mmap.mmap):
+        return "mapping"
+    if isinstance(obj, (types.FunctionType, types.MethodType, functools.partial, types.BuiltinFunctionType)):
+        return "callable"
+    return "object"
+
+
+def _script(module: str) -> str:
+    """A script leaklab loaded is a module named leaklab_script_<stem>_<clock>: its stem says it."""
+    found = re.fullmatch(r"leaklab_script_(.+)_\d+", module)
+    return found.group(1) if found else module
+
+
+def _bound(obj: Any) -> str:
+    """How a container is bounded by construction, where it is: ``maxlen=8``, ``maxsize=128``."""
+    if isinstance(obj, collections.deque) and obj.maxlen is not None:
+        return f" (maxlen={obj.maxlen})"
+    if isinstance(obj, functools._lru_cache_wrapper):
+        maxsize = obj.cache_parameters().get("maxsize")
+        return f" (maxsize={maxsize})" if maxsize is not None else " (maxsize=None)"
+    return ""
+
+
+class _Roots:
+    """What the walk stops at, found once per walk: module namespaces, signal handlers, the
+    frames of live threads, and what the caller names (the step)."""
+
+    def __init__(self, named: dict[int, str]) -> None:
+        self.named = dict(named)
+        self.modules: dict[int, str] = {}
+        for name, m in list(sys.modules.items()):
+            if isinstance(m, types.ModuleType) and not name.startswith(_OWN + ".") and name != _OWN:
+                self.modules.setdefault(id(vars(m)), _script(name))  # __main__ before its alias __mp_main__
+        own = [vars(m) for name, m in list(sys.modules.items())
+               if isinstance(m, types.ModuleType) and (name == _OWN or name.startswith(_OWN + "."))]
+        self.own_modules = {id(d) for d in own}
+        for number in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGUSR1", None), getattr(signal, "SIGHUP", None)):
+            if number is None:
+                continue
+            try:
+                handler = signal.getsignal(number)
+            except (ValueError, OSError):
+                continue
+            if callable(handler) and getattr(handler, "__module__", "") != "signal":
+                self.named.setdefault(id(handler), f"signal handler {signal.Signals(number).name}")
+        me = threading.get_ident()
+        threads = {t.ident: t.name for t in threading.enumerate()}
+        self.thread_frames: dict[int, str] = {}
+        for ident, frame in sys._current_frames().items():
+            if ident == me:
+                continue
+            while frame is not None:
+                self.thread_frames[id(frame)] = f"thread {threads.get(ident, ident)!r}"
+                frame = frame.f_back
+
+
+def _stack_frames() -> set[int]:
+    frame, found = sys._getframe(), set()
+    while frame is not None:
+        found.add(id(frame))
+        frame = frame.f_back
+    return found
+
+
+def _is_own(obj: Any) -> bool:
+    module = getattr(type(obj), "__module__", "") or ""
+    return module == _OWN or module.startswith(_OWN + ".")
+
+
+def _edge(source: Any, target: Any) -> tuple[str, str]:
+    """How ``source`` refers to ``target`` (objgraph's ``_edge_label``): (what, name)."""
+    if isinstance(source, dict):
+        for key, value in source.items():
+            if value is target:
+                if isinstance(key, str):
+                    return "item", f"[{key!r}]"
+                return "item", "[*]" if isinstance(key, int) else f"[{type_name(key)} key]"
+            if key is target:
+                return "key", "key"
+        return "item", ""
+    if isinstance(source, (list, tuple, collections.deque, set, frozenset)):
+        return "item", "[*]"
+    if isinstance(source, types.FrameType):
+        local = next((name for name, value in source.f_locals.items() if value is target), "")
+        return "local", f"{source.f_code.co_name}(): {local}"
+    if isinstance(source, types.FunctionType):
+        for name in ("__defaults__", "__kwdefaults__", "__dict__", "__closure__"):
+            if getattr(source, name, None) is target:
+                return "attribute", f".{name}"
+    if isinstance(source, types.MethodType) and source.__self__ is target:
+        return "attribute", ".__self__"
+    if isinstance(source, BaseException) and source.__traceback__ is target:
+        return "attribute", ".__traceback__"
+    if isinstance(source, types.TracebackType) and source.tb_frame is target:
+        return "attribute", ".tb_frame"
+    slots = getattr(type(source), "__slots__", ())
+    for name in (slots,) if isinstance(slots, str) else slots:
+        if getattr(source, name, None) is target:
+            return "attribute", f".{name}"
+    try:
+        attrs = vars(source)
+    except TypeError:
+        attrs = {}
+    for name, value in attrs.items():
+        if value is target:
+            return "attribute", f".{name}"
+    return "referent", ""
+
+
+def _instance_dict(owner: Any, obj: Any) -> bool:
+    try:
+        return isinstance(obj, dict) and not isinstance(owner, type) and object.__getattribute__(owner, "__dict__") is obj
+    except (AttributeError, TypeError):
+        return False
+
+
+# Roots that are namespaces: the link names the value they hold, with its type.
+_NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame")
+
+
+def _root_name(obj: Any, child: Any, roots: _Roots) -> tuple[str, str] | None:
+    """(what, name) where ``obj`` is a root a user can name, else None."""
+    if id(obj) in roots.named:
+        return "the step", roots.named[id(obj)]
+    if isinstance(obj, dict) and id(obj) in roots.modules:
+        key = next((k for k, v in obj.items() if v is child), "?")
+        return "module global", f"{roots.modules[id(obj)]}.{key}"
+    if isinstance(obj, types.CellType):
+        return "closure cell", _cell_name(obj)
+    if isinstance(obj, functools._lru_cache_wrapper):
+        module = _script(getattr(obj, "__module__", "") or "")
+        return "lru_cache" + _bound(obj), f"{module}.{getattr(obj, '__qualname__', '?')}".lstrip(".")
+    if isinstance(obj, type) and not _is_own(obj):
+        key = next((k for k, v in vars(obj).items() if v is child), "?")
+        return "class attribute", f"{_script(obj.__module__)}.{obj.__qualname__}.{key}"
+    if isinstance(obj, types.FrameType) and id(obj) in roots.thread_frames:
+        local = next((k for k, v in obj.f_locals.items() if v is child), "?")
+        return "thread frame", f"{roots.thread_frames[id(obj)]} in {obj.f_code.co_name}(): {local}"
+    return None
+
+
+def _cell_name(cell: types.CellType) -> str:
+    """``make_step.<locals>.history``: the variable of the function that made the closure."""
+    for holder in gc.get_referrers(cell):
+        if not isinstance(holder, tuple):
+            continue
+        for fn in gc.get_referrers(holder):
+            if isinstance(fn, types.FunctionType) and fn.__closure__ is holder:
+                name = fn.__code__.co_freevars[holder.index(cell)]
+                outer = fn.__qualname__.rpartition(".<locals>.")[0] or fn.__qualname__
+                return f"{outer}.<locals>.{name}"
+    return "a closure cell"
+
+
+def holder_chain(grown: Iterable[Any], named: dict[int, str] | None = None, ignore: Iterable[Any] = (),
+                 seconds: float = SECONDS, max_objects: int = MAX_OBJECTS, max_depth: int = MAX_DEPTH) -> Chain:
+    """The shortest chain from a nameable root to any of ``grown``, found breadth first over
+    referrers within ``seconds`` and ``max_objects``. ``named``: id -> name of objects that are
+    roots to the caller (the step). ``ignore``: objects never followed (the caller's census,
+    lists that hold ``grown``)."""
+    deadline = time.perf_counter() + seconds
+    samples = list(grown)
+    if not samples:
+        return Chain([], "not found: nothing grew that Python can see")
+    frozen = gc.get_freeze_count() > 0
+    if frozen:
+        gc.unfreeze()
+    try:
+        return _walk(samples, named or {}, [*ignore, grown], deadline, max_objects, max_depth)
+    finally:
+        if frozen:
+            gc.freeze()
+
+
+def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: float,
+          max_objects: int, max_depth: int) -> Chain:
+    roots = _Roots(named)
+    parent: dict[int, Any] = dict.fromkeys(map(id, grown))   # id -> the object it refers to, towards what grew
+    keep: dict[int, Any] = {id(obj): obj for obj in grown}  # the ids stay valid while walked
+    frontier = list(grown)
+    skip = _stack_frames() | {id(x) for x in ignore} | roots.own_modules
+    skip |= {id(grown), id(parent), id(keep), id(ignore), id(roots.named)}
+    for _ in range(max_depth):
+        if not frontier:
+            break
+        if time.perf_counter() > deadline or len(parent) > max_objects:
+            return Chain([], _budget(deadline, len(parent)))
+        skip.add(id(frontier))
+        referrers = gc.get_referrers(*frontier)
+        skip.add(id(referrers))
+        wanted = {id(obj) for obj in frontier}
+        next_frontier: list[Any] = []
+        for source in referrers:
+            if id(source) in skip or id(source) in parent or _is_own(source):
+                continue
+            if isinstance(source, types.FrameType) and f"/{_OWN}/" in source.f_code.co_filename:
+                continue
+            child = next((x for x in gc.get_referents(source) if id(x) in wanted), None)
+            if child is None:
+                continue
+            parent[id(source)] = child
+            keep[id(source)] = source
+            root = _root_name(source, child, roots)
+            if root is not None:
+                return Chain(_links(source, child, root, parent))
+            next_frontier.append(source)
+        frontier = next_frontier
+    if frontier:
+        return Chain([], _budget(deadline, len(parent)))
+    return Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")
+
+
+def _budget(deadline: float, visited: int) -> str:
+    if time.perf_counter() > deadline:
+        return f"not found in time ({visited:,} objects walked)"
+    return f"not found within {visited:,} objects"
+
+
+def _links(root: Any, child: Any, found: tuple[str, str], parent: dict[int, Any]) -> list[Link]:
+    """The chain from ``root`` down to what grew. A namespace root (a module global, a cell) is
+    one link with its value's type; an instance's ``__dict__`` is folded into the attribute."""
+    what, name = found
+    if what in _NAMESPACES:
+        links, source, obj = [_link(what, name, child)], child, parent.get(id(child))
+    else:
+        links, source, obj = [_link(what, name, root)], root, child
+    while obj is not None:
+        below = parent.get(id(obj))
+        if below is not None and _instance_dict(source, obj):
+            _, key = _edge(obj, below)
+            source, obj = obj, below
+            links.append(_link("attribute", "." + key[2:-2] if key.startswith("['") else key, obj))
+            source, obj = obj, parent.get(id(obj))
+            continue
+        edge, label = _edge(source, obj)
+        links.append(_link(edge if below is not None else "grown", label, obj))
+        source, obj = obj, below
+    return links
+
+
+def _link(what: str, name: str, obj: Any) -> Link:
+    return Link(what, name, type_name(obj) + _bound(obj), kind_of(obj))
+
+
+def describe_tensor(tensor: Any) -> str:
+    """What a kept tensor brings along: its autograd graph, and whether that graph still keeps
+    saved tensors (activations that a backward would have freed)."""
+    if getattr(tensor, "grad_fn", None) is None:
+        return "grown"
+    from leaklab.attribution import saved_by_autograd
+
+    try:
+        saved = saved_by_autograd([("t", tensor)])
+    except Exception:  # noqa: BLE001 - a graph that cannot be read says only that it is there
+        saved = []
+    return "grown, with a graph that keeps saved tensors" if saved else "grown, with an autograd graph"
+
+
+
+
+def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None]:
+    """A report's ``holder`` and ``holder_missing`` (:class:`leaklab.report.Report`)."""
+    if chain is None:
+        return None, "not found: nothing grew that Python can see"
+    return (chain.to_json() if chain.links else None), chain.missing
+
+
+_TENSORS = ("torch.Tensor", "torch.nn.parameter.Parameter")
+_PRIORITY = {kind: rank for rank, kind in enumerate(("tensor", "module", "optimizer", "thread", "file", "mapping",
+                                                     "exception"))}
+
+
+def name_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: Iterable[Any] = (),
+                seconds: float = SECONDS) -> Chain | None:
+    """The chain that holds what grew between two censuses of objects
+    (:class:`leaklab.growth.Census`, the collector frozen since the baseline so that it lists
+    only what came since): an autograd graph that got longer, held by a tensor the step reaches,
+    first; else the types that piled up, tensors first, a few objects of each. None where
+    nothing grew."""
+    deadline = time.perf_counter() + seconds
+    named = _step_names(step)
+    graph = _growing_graph(before, after, steps)
+    if graph is not None and step is not None:
+        path, per_step = graph
+        from leaklab.attribution import reachable_tensors
+
+        tensor = next((t for p, t in reachable_tensors(step) if p == path), None)
+        if tensor is not None:
+            found = holder_chain([tensor], named, [*ignore, before, after], seconds=deadline - time.perf_counter())
+            tail = Link("autograd graph", ".grad_fn", f"graph growing by {per_step:,.0f} nodes/step", "graph")
+            return Chain([*found.links, tail] if found.found else [_link("the step's reach", path, tensor), tail])
+    grew = {name: n for name, n in (after.types - before.types).items()
+            if n >= steps and not name.startswith(_OWN + ".")}
+    if not grew:
+        return _longer_container(before, after, steps, named, [*ignore, before, after], deadline)
+    objects = gc.get_objects()  # frozen since the baseline: only what came since is listed
+    by_type: dict[str, list[Any]] = {name: [] for name in grew}
+    for obj in objects:
+        name = type_name(obj)
+        if name in by_type:
+            by_type[name].append(obj)
+    del objects
+    # What a user keeps (tensors, models, threads, files) before what comes with it, then the most.
+    ranked = sorted((name for name in grew if by_type[name]),
+                    key=lambda name: (_PRIORITY.get(kind_of(by_type[name][-1]), len(_PRIORITY)), -grew[name]))[:3]
+    chain = Chain([], "not found: nothing grew that Python can see")
+    for name in ranked:
+        found = by_type.pop(name)
+        samples = found[-1:-SAMPLES * 4:-4] or found[-SAMPLES:]  # the newest, spread over the last steps
+        found.clear()
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        chain = holder_chain(samples, named, [*ignore, before, after, by_type, found], seconds=left)
+        if chain.found:
+            if samples and type_name(samples[0]) in _TENSORS:
+                last = chain.links[-1]
+                chain.links[-1] = Link(describe_tensor(samples[0]), last.name, last.type, last.kind)
+            return chain
+    return _longer_container(before, after, steps, named, [*ignore, before, after], deadline) or chain
+
+
+def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str], ignore: list[Any],
+                      deadline: float) -> Chain | None:
+    """The chain to the step's container that got longest (what it gains need not be tracked by
+    the collector: bytes, numbers), with a link for what it gains."""
+    longer = [(after.sizes[path] - before.sizes[path], path) for path in after.sizes
+              if path in before.sizes and after.ids[path] == before.ids[path]
+              and after.sizes[path] - before.sizes[path] >= steps]
+    if not longer:
+        return None
+    _, path = max(longer)
+    container = after.containers[path]
+    chain = holder_chain([container], named, [*ignore, after.containers], seconds=max(deadline - time.perf_counter(), 0.05))
+    if not chain.found:
+        return chain
+    return Chain([*chain.links, _link("grown", "[*]", _last(container))])
+
+
+def _last(container: Any) -> Any:
+    try:
+        if isinstance(container, dict):
+            return next(reversed(container.values()))
+        if isinstance(container, (set, frozenset)):
+            return next(iter(container))
+        return container[-1]
+    except (TypeError, IndexError, StopIteration, RuntimeError, KeyError):
+        return None
+
+
+def _step_names(step: Any) -> dict[int, str]:
+    if step is None:
+        return {}
+    named = {id(step): getattr(step, "__qualname__", None) or type_name(step)}
+    owner = getattr(step, "__self__", None)
+    if owner is not None:
+        named[id(owner)] = f"{getattr(step, '__qualname__', 'step').rpartition('.')[0] or type_name(owner)} (the step's self)"
+    return named
+
+
+def _growing_graph(before: Any, after: Any, steps: int) -> tuple[str, float] | None:
+    """The path of the reachable tensor whose autograd graph grew most, and by how many nodes a
+    step (graphs that were there before only: a new tensor kept with its own graph is a
+    container's growth)."""
+    grew = {path: nodes - before.graphs[path] for path, nodes in after.graphs.items() if path in before.graphs}
+    path, delta = max(grew.items(), key=lambda item: item[1], default=(None, 0))
+    return (path, delta / max(steps, 1)) if path is not None and delta >= steps else None
+
+
+__all__ = ["Chain", "Link", "chain_from_json", "describe_tensor", "fields", "holder_chain", "kind_of", "name_holder", "type_name"]
