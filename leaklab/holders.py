@@ -11,7 +11,9 @@ check's own, the test runner's) and the tool's own objects are never followed.
 
 The collector's frozen objects (everything alive at the baseline, see
 :meth:`leaklab.measure.Probe.freeze_existing`) are invisible to ``gc.get_referrers``, and the
-holder is usually one of them: the walk unfreezes them, and freezes again after, where they were.
+holder is usually one of them: the walk unfreezes them, and leaves them so (freezing again
+would freeze what grew too, and the step's cycles would outlive the run; what follows the
+naming in a check is the release check, which collects everything anyway).
 """
 
 from __future__ import annotations
@@ -158,6 +160,15 @@ class _Roots:
                 continue
             if callable(handler) and getattr(handler, "__module__", "") != "signal":
                 self.named.setdefault(id(handler), f"signal handler {signal.Signals(number).name}")
+        # The running stack: the tool's frames are never followed; a caller's (a loop under
+        # leaklab.watch) is a root, its local variables named.
+        self.stack: set[int] = set()
+        own = set()
+        frame = sys._getframe()
+        while frame is not None:
+            (own if f"/{_OWN}/" in frame.f_code.co_filename else self.stack).add(id(frame))
+            frame = frame.f_back
+        self.own_frames = own
         me = threading.get_ident()
         threads = {t.ident: t.name for t in threading.enumerate()}
         self.thread_frames: dict[int, str] = {}
@@ -167,14 +178,27 @@ class _Roots:
             while frame is not None:
                 self.thread_frames[id(frame)] = f"thread {threads.get(ident, ident)!r}"
                 frame = frame.f_back
+        # A running frame's locals are not shown to the collector (the interpreter owns them,
+        # not the frame object): they are roots by the id of what they hold.
+        self.locals: dict[int, tuple[str, str]] = {}
+        frame = sys._getframe()
+        while frame is not None:
+            if id(frame) in self.stack:
+                self._locals(frame, "local variable", f"{frame.f_code.co_name}(): ")
+            frame = frame.f_back
+        for ident, top in sys._current_frames().items():
+            frame = top if ident != me else None
+            while frame is not None:
+                self._locals(frame, "thread frame", f"thread {threads.get(ident, ident)!r} in {frame.f_code.co_name}(): ")
+                frame = frame.f_back
 
-
-def _stack_frames() -> set[int]:
-    frame, found = sys._getframe(), set()
-    while frame is not None:
-        found.add(id(frame))
-        frame = frame.f_back
-    return found
+    def _locals(self, frame: types.FrameType, what: str, prefix: str) -> None:
+        try:
+            names = dict(frame.f_locals)
+        except Exception:  # noqa: BLE001 - a frame whose locals cannot be read names nothing
+            return
+        for name, value in names.items():
+            self.locals.setdefault(id(value), (what, prefix + name))
 
 
 def _is_own(obj: Any) -> bool:
@@ -230,7 +254,7 @@ def _instance_dict(owner: Any, obj: Any) -> bool:
 
 
 # Roots that are namespaces: the link names the value they hold, with its type.
-_NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame")
+_NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame", "local variable")
 
 
 def _root_name(obj: Any, child: Any, roots: _Roots) -> tuple[str, str] | None:
@@ -248,6 +272,9 @@ def _root_name(obj: Any, child: Any, roots: _Roots) -> tuple[str, str] | None:
     if isinstance(obj, type) and not _is_own(obj):
         key = next((k for k, v in vars(obj).items() if v is child), "?")
         return "class attribute", f"{_script(obj.__module__)}.{obj.__qualname__}.{key}"
+    if isinstance(obj, types.FrameType) and id(obj) in roots.stack:
+        local = next((k for k, v in obj.f_locals.items() if v is child), "?")
+        return "local variable", f"{obj.f_code.co_name}(): {local}"
     if isinstance(obj, types.FrameType) and id(obj) in roots.thread_frames:
         local = next((k for k, v in obj.f_locals.items() if v is child), "?")
         return "thread frame", f"{roots.thread_frames[id(obj)]} in {obj.f_code.co_name}(): {local}"
@@ -277,14 +304,8 @@ def holder_chain(grown: Iterable[Any], named: dict[int, str] | None = None, igno
     samples = list(grown)
     if not samples:
         return Chain([], "not found: nothing grew that Python can see")
-    frozen = gc.get_freeze_count() > 0
-    if frozen:
-        gc.unfreeze()
-    try:
-        return _walk(samples, named or {}, [*ignore, grown], deadline, max_objects, max_depth)
-    finally:
-        if frozen:
-            gc.freeze()
+    gc.unfreeze()
+    return _walk(samples, named or {}, [*ignore, grown], deadline, max_objects, max_depth)
 
 
 def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: float,
@@ -293,11 +314,15 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
     parent: dict[int, Any] = dict.fromkeys(map(id, grown))   # id -> the object it refers to, towards what grew
     keep: dict[int, Any] = {id(obj): obj for obj in grown}  # the ids stay valid while walked
     frontier = list(grown)
-    skip = _stack_frames() | {id(x) for x in ignore} | roots.own_modules
+    skip = roots.own_frames | {id(x) for x in ignore} | roots.own_modules
     skip |= {id(grown), id(parent), id(keep), id(ignore), id(roots.named)}
-    for _ in range(max_depth):
+    for depth in range(max_depth):
         if not frontier:
             break
+        if depth:  # what grew may be the last step's local too: its holders are what count
+            held = next((obj for obj in frontier if id(obj) in roots.locals), None)
+            if held is not None:
+                return Chain(_links(None, held, roots.locals[id(held)], parent))
         if time.perf_counter() > deadline or len(parent) > max_objects:
             return Chain([], _budget(deadline, len(parent)))
         skip.add(id(frontier))

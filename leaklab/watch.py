@@ -141,6 +141,12 @@ class Watch:
             if report.error is None and not too_short:
                 trends = decide_series(series, probe.watched, report)
                 keep_series(report, series, probe.watched, trends, self.device, self.options)
+                if report.verdict in ("grows", "plateau"):  # what holds it, while the collector lists only what came since
+                    from leaklab import growth, holders
+
+                    after = growth.take({"objects"}, first=False)
+                    chain = holders.name_holder(growth.Census(), after, max(1, series.count - 1))
+                    report.holder, report.holder_missing = holders.fields(chain)
             probe.settle(clear_workspaces=True)
             report.leftover = leftover(probe.watched, self._before, probe.sample())
         finally:
