@@ -94,9 +94,17 @@ def _cache(e: Evidence) -> str | None:
 
 
 def _registry(e: Evidence) -> str | None:
-    for above, link in zip(e.links, e.links[1:], strict=False):
-        if link.kind in ("module", "optimizer") and (above.kind == "container" or _CONTAINERS.match(above.type)):
-            return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {link.kind}s"
+    """A container that keeps whole objects (models, optimizers, a user's records) which hold
+    what grows: a registry, not a list of tensors."""
+    links = [link for link in e.links if link.kind != "graph"]
+    for i, above in enumerate(links[:-1]):
+        if not (above.kind == "container" or _CONTAINERS.match(above.type)):
+            continue
+        kept = next((link for link in links[i + 1:-1] if link.kind in ("module", "optimizer", "object")), None)
+        if kept is None and links[i + 1].kind in ("module", "optimizer") and links[i + 1] is links[-1]:
+            kept = links[-1]
+        if kept is not None:
+            return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
     held = e.held
     if held is not None and held.kind in ("module", "optimizer"):
         return f"{held.kind}s kept by {e.root}"

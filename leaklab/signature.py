@@ -27,8 +27,9 @@ from leaklab.holders import chain_from_json
 from leaklab.verdict import GROWS, PLATEAU
 
 SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")
-CATALOG_URL = "CATALOG.md"          # entries are linked as CATALOG.md#<slug>, relative to a leaklab checkout
-CLOSE_ENOUGH = 0.6                  # the least similarity called a resemblance
+ENTRY_PAGES = "docs/entries"        # each entry's own page, docs/entries/<slug>.md, relative to a leaklab checkout
+CLOSE_ENOUGH = 0.6                  # the least similarity called a resemblance (no family evidence)
+FAMILY_CLOSE = 0.45                 # the least, among the entries of the family the evidence named
 SHOWN = 3                           # entries named at most
 
 # What holds the growth, as the families' rules name it from the holder chain (leaklab.families).
@@ -160,7 +161,7 @@ class Resemblance:
 
     @property
     def link(self) -> str:
-        return f"{CATALOG_URL}#{self.slug}"
+        return f"{ENTRY_PAGES}/{self.slug}.md"
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "link": self.link}
@@ -201,8 +202,10 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
     if mine is None or mine.families == ():
         return []
     entries = load_entries() if entries is None else entries
+    close = CLOSE_ENOUGH
     if mine.families is not None:
         entries = [entry for entry in entries if entry.get("family") in mine.families]
+        close = FAMILY_CLOSE
     kind = (device or "").split(":")[0]
     best: dict[str, tuple[float, dict[str, Any]]] = {}
     for entry in entries:
@@ -215,7 +218,7 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
     ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]["slug"]))
     return [Resemblance(entry["slug"], entry.get("title", ""), entry.get("family", ""), entry.get("fix", ""),
                         round(score, 3), mine.why or "")
-            for score, entry in ranked[:shown] if score >= CLOSE_ENOUGH]
+            for score, entry in ranked[:shown] if score >= close]
 
 
-__all__ = ["CLOSE_ENOUGH", "Resemblance", "Signature", "load_entries", "resemble", "signature", "similarity"]
+__all__ = ["CLOSE_ENOUGH", "FAMILY_CLOSE", "Resemblance", "Signature", "load_entries", "resemble", "signature", "similarity"]

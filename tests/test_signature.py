@@ -63,5 +63,5 @@ def test_every_output_names_the_entry_it_resembles(reports):
     assert report.resembles and report.resembles[0]["slug"] == "threads_never_joined"
     assert "resembles threads_never_joined" in report.summary()
     data = report.to_json()
-    assert data["resembles"][0]["link"] == "CATALOG.md#threads_never_joined" and data["signature"]["holder"] == "threads"
+    assert data["resembles"][0]["link"] == "docs/entries/threads_never_joined.md" and data["signature"]["holder"] == "threads"
     assert "resembles, in the catalog:" in report.curve()
