@@ -71,7 +71,9 @@ def _saved(e: Evidence) -> str | None:
 
 
 def _hooks(e: Evidence) -> str | None:
-    link = _first(e.links, lambda link: bool(_HOOKS.search(link.name.rsplit(".", 1)[-1] if link.name else ""))
+    # A registry that holds what grew (not the last link: an empty handler list of each new
+    # logger is not a registry that gains entries).
+    link = _first(e.links[:-1], lambda link: bool(_HOOKS.search(link.name.rsplit(".", 1)[-1] if link.name else ""))
                   or link.what.startswith("signal handler"))
     if link is not None:
         return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
@@ -100,9 +102,7 @@ def _registry(e: Evidence) -> str | None:
     for i, above in enumerate(links[:-1]):
         if not (above.kind == "container" or _CONTAINERS.match(above.type)):
             continue
-        kept = next((link for link in links[i + 1:-1] if link.kind in ("module", "optimizer", "object")), None)
-        if kept is None and links[i + 1].kind in ("module", "optimizer") and links[i + 1] is links[-1]:
-            kept = links[-1]
+        kept = next((link for link in links[i + 1:] if link.kind in ("module", "optimizer", "object")), None)
         if kept is not None:
             return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
     held = e.held
@@ -119,7 +119,7 @@ def _exception(e: Evidence) -> str | None:
 def _container(e: Evidence) -> str | None:
     held = e.held
     box = _first(e.links, lambda link: link.kind == "container")
-    if held is None or box is None or held.kind not in ("tensor", "container", "object"):
+    if held is None or box is None or held.kind not in ("tensor", "container", "value"):
         return None
     return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps every step's {held.type.rsplit('.', 1)[-1]}"
 
@@ -153,22 +153,23 @@ def _garbage(e: Evidence) -> str | None:
     return "every step leaves reference cycles for the collector" if e.garbage and not e.links else None
 
 
-# First match decides. Evidence from the objects (the chain) comes before evidence from the
-# resource: a hook dict is a hook dict whatever memory it fills.
+# First match decides. Memory that grows in child processes is theirs, whatever this process
+# keeps to reach them; otherwise evidence from the objects (the chain) comes before evidence
+# from the resource: a hook dict is a hook dict whatever memory it fills.
 RULES: tuple[Rule, ...] = (
+    Rule(("dataloader_workers", "processes"), "workers",
+         _resource(("shared_memory", "worker_memory", "children"), "what grows lives in child processes")),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _hooks),
     Rule(("cache_by_argument",), "cache", _lru),
     Rule(("cache_by_argument",), "cache", _cache),
     Rule(("autograd_history",), "autograd_history", _saved),
-    Rule(("registry_keeps_objects",), "container", _registry),
     Rule(("container_keeps_tensors",), "container", _exception),
+    Rule(("registry_keeps_objects",), "container", _registry),
     Rule(("threads_not_joined",), "threads", _kind("thread", "threads")),
     Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
     Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),
     Rule(("container_keeps_tensors",), "container", _container),
-    Rule(("dataloader_workers", "processes"), "workers",
-         _resource(("shared_memory", "worker_memory", "children"), "what grows lives in child processes")),
     Rule(("threads_not_joined",), "threads", _resource(("threads",), "threads grow")),
     Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),
     Rule(("mapped_files_kept",), "mappings", _resource(("mapped_files", "mapped_file_bytes"), "file mappings grow")),

@@ -98,7 +98,8 @@ def type_name(obj: Any) -> str:
 
 
 def kind_of(obj: Any) -> str:
-    """What an object is, as the families' rules read it (:mod:`leaklab.families`)."""
+    """What an object is, as the families' rules read it (:mod:`leaklab.families`): tensor,
+    module, optimizer, container, value, exception, thread, file, mapping, callable, object."""
     torch = sys.modules.get("torch")
     if torch is not None:
         if isinstance(obj, torch.Tensor):
@@ -109,6 +110,8 @@ def kind_of(obj: Any) -> str:
             return "optimizer"
     if isinstance(obj, (list, dict, set, frozenset, tuple, collections.deque)):
         return "container"
+    if isinstance(obj, (str, bytes, bytearray, int, float, complex)):
+        return "value"
     if isinstance(obj, (BaseException, types.TracebackType, types.FrameType)):
         return "exception"
     if isinstance(obj, threading.Thread):
@@ -227,8 +230,13 @@ def _edge(source: Any, target: Any) -> tuple[str, str]:
             if _filled(cell) and cell.cell_contents is target:
                 return "closure cell", f"{source.__qualname__.rpartition('.<locals>.')[0] or source.__name__}.<locals>.{var}"
         for var in source.__code__.co_names:
-            if source.__globals__.get(var) is target:
+            value = source.__globals__.get(var)
+            if value is target:
                 return "module global", f"{_script(source.__module__ or '')}.{var}"
+            if isinstance(value, types.ModuleType):
+                attr = next((a for a in source.__code__.co_names if getattr(value, a, None) is target), None)
+                if attr is not None:
+                    return "module global", f"{value.__name__}.{attr}"
         for name in ("__defaults__", "__kwdefaults__", "__dict__", "__closure__"):
             if getattr(source, name, None) is target:
                 return "attribute", f".{name}"
@@ -238,6 +246,10 @@ def _edge(source: Any, target: Any) -> tuple[str, str]:
         return "attribute", ".__traceback__"
     if isinstance(source, types.TracebackType) and source.tb_frame is target:
         return "attribute", ".tb_frame"
+    for klass in type(source).__mro__:
+        for name, value in vars(klass).items():
+            if value is target and not name.startswith("__"):
+                return "class attribute", f".{name}"
     slots = getattr(type(source), "__slots__", ())
     for name in (slots,) if isinstance(slots, str) else slots:
         if getattr(source, name, None) is target:
@@ -343,9 +355,22 @@ def step_seeds(step: Any) -> list[tuple[str, str, Any]]:
             continue
     module = _script(getattr(fn, "__module__", "") or "")
     namespace = getattr(fn, "__globals__", {})
-    seeds += [("module global", f"{module}.{name}", namespace[name]) for name in _global_names(code)
-              if name in namespace and not isinstance(namespace[name], (types.ModuleType, type))]
+    names = _global_names(code)
+    for name in names:
+        value = namespace.get(name)
+        if isinstance(value, types.ModuleType):  # logging.root, as the code reads it
+            seeds += [("module global", f"{value.__name__}.{attr}", getattr(value, attr)) for attr in names
+                      if attr != name and _plain(getattr(value, attr, None))]
+        elif isinstance(value, type) and value.__module__ == fn.__module__:  # the script's own classes' methods
+            seeds += [("module global", f"{module}.{value.__qualname__}.{attr}", method)
+                      for attr, method in vars(value).items() if isinstance(method, types.FunctionType)]
+        elif name in namespace and not isinstance(value, type):
+            seeds.append(("module global", f"{module}.{name}", value))
     return seeds
+
+
+def _plain(value: Any) -> bool:
+    return value is not None and not isinstance(value, (types.ModuleType, type))
 
 
 def _below(obj: Any) -> list[Any]:
@@ -359,10 +384,38 @@ def _below(obj: Any) -> list[Any]:
 
         cells = [cell.cell_contents for cell in obj.__closure__ or () if _filled(cell)]
         namespace = obj.__globals__
-        named = [namespace[name] for name in _global_names(obj.__code__) if name in namespace
-                 and not isinstance(namespace[name], (types.ModuleType, type))]
+        names = _global_names(obj.__code__)
+        named = []
+        for name in names:
+            value = namespace.get(name)
+            if isinstance(value, types.ModuleType):  # the module attributes the code reads
+                named += [getattr(value, attr) for attr in names if attr != name and _plain(getattr(value, attr, None))]
+            elif isinstance(value, type) and value.__module__ == obj.__module__:
+                named += [v for v in vars(value).values() if isinstance(v, types.FunctionType)]  # its own classes' methods
+            elif _plain(value):
+                named.append(value)
         return [*cells, *(obj.__defaults__ or ()), *named]
-    return [x for x in gc.get_referents(obj) if not isinstance(x, (types.ModuleType, type, types.CodeType))]
+    found = [x for x in gc.get_referents(obj) if not isinstance(x, (types.ModuleType, type, types.CodeType))]
+    return found + _class_state(type(obj))
+
+
+_SKIP_CLASS_STATE = (types.FunctionType, types.BuiltinFunctionType, classmethod, staticmethod, property,
+                     str, bytes, int, float, bool, type(None), types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
+@functools.lru_cache(maxsize=1024)
+def _class_state(kind: type) -> list[Any]:
+    """What an instance reaches through its class: state kept on the class (``Logger.manager``,
+    a class-level registry), not its methods. Cached per class."""
+    if kind.__module__ == "builtins" or _is_own(kind):
+        return []
+    found = []
+    for klass in kind.__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        found += [value for name, value in vars(klass).items()
+                  if not name.startswith("__") and not isinstance(value, _SKIP_CLASS_STATE + (type, types.ModuleType))]
+    return found
 
 
 def _filled(cell: types.CellType) -> bool:
@@ -401,7 +454,12 @@ def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: fl
                         path.append(up[id(path[-1])])
                     path.reverse()
                     down = {id(a): b for a, b in zip(path, path[1:], strict=False)}
-                    return Chain(_links(None, path[0], seed_of[id(path[0])], down, namespace=True))
+                    links = _links(None, path[0], seed_of[id(path[0])], down, namespace=True)
+                    # Named from the last global or closure variable on the way (a function the
+                    # step calls reads logging.root: the chain starts there).
+                    start = max((i for i, link in enumerate(links) if link.what in ("module global", "closure cell")),
+                                default=0)
+                    return Chain(links[start:])
                 next_frontier.append(child)
         frontier = next_frontier
     return None
@@ -507,7 +565,7 @@ def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None
 
 _TENSORS = ("torch.Tensor", "torch.nn.parameter.Parameter")
 _PRIORITY = {kind: rank for rank, kind in enumerate(("tensor", "module", "optimizer", "thread", "file", "mapping",
-                                                     "exception"))}
+                                                     "exception", "object", "callable"))}
 
 
 def name_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: Iterable[Any] = (),

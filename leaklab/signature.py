@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,19 @@ def signature(report: Any) -> Signature | None:
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
                      decision.why, decision.bounded)
+
+
+def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str | None) -> Signature:
+    """``mine`` with its family decided again from its holder chain by the rules as they are now
+    (a committed signature of a held-out step, matched again against today's catalog)."""
+    if holder is None and missing is None:
+        return mine
+    found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage)
+    decision = decide(found)
+    held = found.held
+    return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded,
+                   holder=decision.holder or mine.holder,
+                   held=_HELD.get(held.kind, "object") if held is not None else mine.held)
 
 
 def _pattern(report: Any, headline: str | None) -> str | None:
@@ -221,4 +234,4 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
             for score, entry in ranked[:shown] if score >= close]
 
 
-__all__ = ["CLOSE_ENOUGH", "FAMILY_CLOSE", "Resemblance", "Signature", "load_entries", "resemble", "signature", "similarity"]
+__all__ = ["CLOSE_ENOUGH", "FAMILY_CLOSE", "Resemblance", "Signature", "load_entries", "redecide", "resemble", "signature", "similarity"]

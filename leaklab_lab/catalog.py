@@ -121,11 +121,12 @@ def _figure(run: Report) -> str:
         return f"raises: {one_line(run.error)}"
     resource = run.resource
     result = run.resources[resource]
+    # Each counter in its own unit: python_objects counts blocks, threads threads, not bytes.
     if run.verdict == GROWS:
-        return f"**grows** {format_bytes(result.per_step_bytes)}/step in `{resource}`"
+        return f"**grows** {result.kind.format(result.per_step_bytes)}/step in `{resource}`"
     if run.verdict == PLATEAU:
-        return f"**plateau** in `{resource}` (rose {format_bytes(result.trend.rise_bytes)}, then flat)"
-    return f"bounded (`{resource}` level {format_bytes(result.level_bytes)})"
+        return f"**plateau** in `{resource}` (rose {result.kind.format(result.trend.rise_bytes)}, then flat)"
+    return f"bounded (`{resource}` level {result.kind.format(result.level_bytes)})"
 
 
 def _others(run: Report) -> str:
@@ -134,11 +135,11 @@ def _others(run: Report) -> str:
         if name == run.resource:
             continue
         if name in RESOURCES and RESOURCES[name].resets:  # a peak: how high, not a trend
-            parts.append(f"`{name}` {format_bytes(result.level_bytes)}")
+            parts.append(f"`{name}` {result.kind.format(result.level_bytes)}")
         elif result.verdict == GROWS:
-            parts.append(f"`{name}` grows {format_bytes(result.per_step_bytes)}/step")
+            parts.append(f"`{name}` grows {result.kind.format(result.per_step_bytes)}/step")
         elif result.verdict == PLATEAU:
-            parts.append(f"`{name}` plateau +{format_bytes(result.trend.rise_bytes)}")
+            parts.append(f"`{name}` plateau +{result.kind.format(result.trend.rise_bytes)}")
         else:
             parts.append(f"`{name}` bounded")
     for metric, values in run.metrics.items():
@@ -518,13 +519,18 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
            "`leaklab check` names the catalog entries a growing run resembles (its signature against each entry's, "
            "derived from the entry's own measured leak run in "
            + ", ".join(f"[{name}](results/{name})" for name in signatures["generated_from"]) + "). "
-           "A suggestion counts when its family (see [Families](CATALOG.md#families)) is the leak's own.", "",
-           "| test | device | runs counted | first suggestion right | one of the first three right | nothing close | "
-           "not counted (no other entry of its family) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+           "The family is decided first, from what holds the growth (the holder chain, by the rules of "
+           "`leaklab/families.py`), and only then the closest entry within it. "
+           "A suggestion counts when its family (see [Families](CATALOG.md#families)) is the leak's own; "
+           "for held-out steps, the first suggestion is also checked against the entry a reader would pick, "
+           "and, for a step whose mechanism has no entry, the answer should be that nothing is close.", "",
+           "| test | device | runs counted | first suggestion in the right family | one of the first three | nothing close | "
+           "right entry first (of those with one) | nothing close (of those with no entry) | "
+           "not counted (no other entry of its family) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for device in sorted({entry["device"] for entry in signatures["entries"]}):
         rates = leave_one_out(signatures["entries"], device)
         out.append(f"| leave-one-out over the catalog | {device} | {rates['counted']} | {rates['first']} | {rates['top3']} | "
-                   f"{rates['none_close']} | {', '.join(f'`{s}`' for s in rates['without_sibling']) or '–'} |")
+                   f"{rates['none_close']} | – | – | {', '.join(f'`{s}`' for s in rates['without_sibling']) or '–'} |")
     misses = []
     for filename, document in results:
         summary = document.get("benchmarks", {}).get("matching")
@@ -532,7 +538,9 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
             continue
         summary = rematch(summary, signatures["entries"])
         out.append(f"| held-out steps from public reports ([{filename}](results/{filename})) | {_short_where(document)} | "
-                   f"{summary['counted']} | {summary['first']} | {summary['top3']} | {summary['none_close']} | – |")
+                   f"{summary['counted']} | {summary['first']} | {summary['top3']} | {summary['none_close']} | "
+                   f"{summary['entry_first']} of {summary['entry_counted']} | "
+                   f"{summary['no_entry_none']} of {summary['no_entry_counted']} | – |")
         misses += [f"- `{name}` ({_short_where(document)}, a reader's family `{row['family']}`): "
                    + (", ".join(f"`{slug}` ({family})" for slug, family, _ in row["suggested"]) or "nothing close")
                    for name, row in summary["rows"].items() if not row["first"]]

@@ -43,7 +43,8 @@ def test_a_module_global_list():
     assert chain.found, chain.missing
     assert chain.links[0].what == "module global" and chain.links[0].name.endswith("test_holders.KEPT")
     assert _types(chain) == ["list", "Thing"]
-    assert decide(Evidence(chain, "python_objects", frozenset())).families == ("container_keeps_tensors",)
+    # A list that keeps whole objects (not tensors, not values) is a registry.
+    assert decide(Evidence(chain, "python_objects", frozenset())).families == ("registry_keeps_objects",)
 
 
 def make_step():
