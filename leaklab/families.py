@@ -51,7 +51,8 @@ class Rule:
 _CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defaultdict))\b")
 _HOOKS = re.compile(r"_\w*hooks\w*$|^\.?handlers$|^\.?_?callbacks$")
 _CACHE_KEYS = re.compile(r"^\[(torch\.Tensor|torch\.Size|tuple|torch\.nn\.parameter\.Parameter) key\]$")
-_CACHE_NAMES = re.compile(r"cache|memo|^\['Out'\]$|^\.?_oh$", re.IGNORECASE)
+# Names of caches, and IPython's output history (``Out``, ``_oh``, ``_``, ``__``, ``_12``).
+_CACHE_NAMES = re.compile(r"cache|memo|^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$", re.IGNORECASE)
 
 
 def _first(links: list[Link], test: Callable[[Link], bool]) -> Link | None:
@@ -95,19 +96,33 @@ def _cache(e: Evidence) -> str | None:
     return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None
 
 
-def _registry(e: Evidence) -> str | None:
-    """A container that keeps whole objects (models, optimizers, a user's records) which hold
-    what grows: a registry, not a list of tensors."""
-    links = [link for link in e.links if link.kind != "graph"]
-    for i, above in enumerate(links[:-1]):
-        if not (above.kind == "container" or _CONTAINERS.match(above.type)):
-            continue
-        kept = next((link for link in links[i + 1:] if link.kind in ("module", "optimizer", "object")), None)
-        if kept is not None:
-            return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
+def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
+    """A container that keeps whole objects of ``kinds`` (models, optimizers, a user's records)
+    which hold what grows: a registry, not a list of tensors."""
+    def test(e: Evidence) -> str | None:
+        links = [link for link in e.links if link.kind != "graph"]
+        for i, above in enumerate(links[:-1]):
+            if not (above.kind == "container" or _CONTAINERS.match(above.type)):
+                continue
+            kept = next((link for link in links[i + 1:] if link.kind in kinds), None)
+            if kept is not None:
+                return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
+        held = e.held
+        if held is not None and held.kind in kinds and held.kind != "object":
+            return f"{held.kind}s kept by {e.root}"
+        return None
+    return test
+
+
+def _workers_iterator(e: Evidence) -> str | None:
+    link = _first(e.links, lambda link: "_MultiProcessingDataLoaderIter" in link.type)
+    return f"a DataLoader iterator with worker processes, kept by {e.root}" if link else None
+
+
+def _records_with_cycles(e: Evidence) -> str | None:
     held = e.held
-    if held is not None and held.kind in ("module", "optimizer"):
-        return f"{held.kind}s kept by {e.root}"
+    if e.garbage and held is not None and held.kind == "object":
+        return f"records ({held.type.rsplit('.', 1)[-1]}) that make reference cycles every step, kept by {e.root}"
     return None
 
 
@@ -161,11 +176,14 @@ RULES: tuple[Rule, ...] = (
          _resource(("shared_memory", "worker_memory", "children"), "what grows lives in child processes")),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _hooks),
+    Rule(("dataloader_workers",), "workers", _workers_iterator),
+    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer"))),
     Rule(("cache_by_argument",), "cache", _lru),
     Rule(("cache_by_argument",), "cache", _cache),
-    Rule(("autograd_history",), "autograd_history", _saved),
     Rule(("container_keeps_tensors",), "container", _exception),
-    Rule(("registry_keeps_objects",), "container", _registry),
+    Rule(("autograd_history",), "autograd_history", _saved),
+    Rule(("cyclic_garbage",), "garbage", _records_with_cycles),
+    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object"))),
     Rule(("threads_not_joined",), "threads", _kind("thread", "threads")),
     Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
     Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),

@@ -103,7 +103,7 @@ def kind_of(obj: Any) -> str:
     torch = sys.modules.get("torch")
     if torch is not None:
         if isinstance(obj, torch.Tensor):
-            return "tensor"
+            return "mapping" if _file_backed(obj) else "tensor"
         if isinstance(obj, torch.nn.Module):
             return "module"
         if isinstance(obj, torch.optim.Optimizer):
@@ -123,6 +123,35 @@ def kind_of(obj: Any) -> str:
     if isinstance(obj, (types.FunctionType, types.MethodType, functools.partial, types.BuiltinFunctionType)):
         return "callable"
     return "object"
+
+
+_MAPS: list[list[tuple[int, int]]] = [[]]   # file-backed address ranges, read once per naming
+
+
+def _read_maps() -> list[tuple[int, int]]:
+    ranges = []
+    try:
+        with open("/proc/self/maps") as handle:
+            for line in handle:
+                parts = line.split(maxsplit=5)
+                if len(parts) == 6 and parts[5].startswith("/") and not parts[5].startswith("/dev/"):
+                    start, end = parts[0].split("-")
+                    ranges.append((int(start, 16), int(end, 16)))
+    except OSError:
+        pass
+    return ranges
+
+
+def _file_backed(tensor: Any) -> bool:
+    """Whether a CPU tensor's memory is a mapped file (``torch.load(mmap=True)``, ``from_file``):
+    its storage's address lies in a file mapping of /proc/self/maps."""
+    if tensor.device.type != "cpu" or not _MAPS[0]:
+        return False
+    try:
+        pointer = tensor.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse) maps nothing
+        return False
+    return any(start <= pointer < end for start, end in _MAPS[0])
 
 
 def _script(module: str) -> str:
@@ -531,9 +560,14 @@ def _links(root: Any, child: Any, found: tuple[str, str], parent: dict[int, Any]
             source, obj = obj, parent.get(id(obj))
             continue
         edge, label = _edge(source, obj)
-        links.append(_link(edge if below is not None else "grown", label, obj))
+        links.append(_link(edge if below is not None else _grown(obj), label, obj))
         source, obj = obj, below
     return links
+
+
+def _grown(obj: Any) -> str:
+    torch = sys.modules.get("torch")
+    return describe_tensor(obj) if torch is not None and isinstance(obj, torch.Tensor) else "grown"
 
 
 def _link(what: str, name: str, obj: Any) -> Link:
@@ -586,6 +620,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     first; else the types that piled up, tensors first, a few objects of each. None where
     nothing grew."""
     deadline = time.perf_counter() + seconds
+    _MAPS[0] = _read_maps() if "mapping" in _census_kinds(before, after) else []
     named = _step_names(step)
     seeds = step_seeds(step) if step is not None else _caller_seeds()
     graph = _growing_graph(before, after, steps)
@@ -630,9 +665,6 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
             break
         chain = holder_chain(samples, named, [*ignore, before, after, by_type, found], seconds=left, seeds=seeds)
         if chain.found:
-            if samples and type_name(samples[0]) in _TENSORS:
-                last = chain.links[-1]
-                chain.links[-1] = Link(describe_tensor(samples[0]), last.name, last.type, last.kind)
             return chain
     return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or chain
 
@@ -664,6 +696,10 @@ def _last(container: Any) -> Any:
         return container[-1]
     except (TypeError, IndexError, StopIteration, RuntimeError, KeyError):
         return None
+
+
+def _census_kinds(before: Any, after: Any) -> set[str]:
+    return {"mapping"} if sum(after.mappings.values()) > sum(before.mappings.values()) else set()
 
 
 def _caller_seeds() -> list[tuple[str, str, Any]]:
