@@ -296,7 +296,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary = fresh_steps(device, progress=lambda name, row: print(
             f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
         print(f"first suggestion of the right family: {summary['first']} of {summary['counted']}; "
-              f"one of the first three: {summary['top3']} of {summary['counted']}")
+              f"one of the first three: {summary['top3']} of {summary['counted']}; "
+              f"the right entry first: {summary['entry_first']} of {summary['entry_counted']}; "
+              f"nothing close where the catalog has no entry: {summary['no_entry_none']} of {summary['no_entry_counted']}")
         return _bench_written(args, device, {"matching": summary})
     if args.sensitivity:
         from leaklab_lab.sensitivity import run_grid
