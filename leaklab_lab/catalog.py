@@ -510,6 +510,10 @@ def rebase(lines: list[str], folder: str) -> list[str]:
     return [_LINK.sub(move, line) for line in lines]
 
 
+# Runs measured before holder chains were named: no family is decided first, every entry is ranked.
+_BEFORE_CHAINS = " (measured before holder chains: every entry ranked, no family first)"
+
+
 def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """How often the check's first suggestion (and any of its first three) is an entry of the
     leak's own family: leave-one-out over the catalog's entries, and held-out steps."""
@@ -529,15 +533,18 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
            "not counted (no other entry of its family) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for device in sorted({entry["device"] for entry in signatures["entries"]}):
         rates = leave_one_out(signatures["entries"], device)
-        out.append(f"| leave-one-out over the catalog | {device} | {rates['counted']} | {rates['first']} | {rates['top3']} | "
+        before = all(entry["signature"].get("families") is None for entry in signatures["entries"] if entry["device"] == device)
+        out.append(f"| leave-one-out over the catalog{_BEFORE_CHAINS if before else ''} | {device} | {rates['counted']} | {rates['first']} | {rates['top3']} | "
                    f"{rates['none_close']} | – | – | {', '.join(f'`{s}`' for s in rates['without_sibling']) or '–'} |")
     misses = []
     for filename, document in results:
         summary = document.get("benchmarks", {}).get("matching")
         if not summary:
             continue
+        before = not any(row.get("holder") or row.get("holder_missing") for row in summary["rows"].values())
         summary = rematch(summary, signatures["entries"])
-        out.append(f"| held-out steps from public reports ([{filename}](results/{filename})) | {_short_where(document)} | "
+        out.append(f"| held-out steps from public reports ([{filename}](results/{filename})){_BEFORE_CHAINS if before else ''} | "
+                   f"{_short_where(document)} | "
                    f"{summary['counted']} | {summary['first']} | {summary['top3']} | {summary['none_close']} | "
                    f"{summary['entry_first']} of {summary['entry_counted']} | "
                    f"{summary['no_entry_none']} of {summary['no_entry_counted']} | – |")
