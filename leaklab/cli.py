@@ -214,8 +214,8 @@ def answer_lines(data: dict[str, Any]) -> list[str]:
 
         chain = chain_from_json(data.get("holder"), data.get("holder_missing"))
         lines.append(f"  held by: {chain}" if chain.found else f"  held by: {chain.missing}")
-    for match in data.get("resembles") or []:
-        why = f"; why: {match['why']}" if match.get("why") else ""
+    for i, match in enumerate(data.get("resembles") or []):
+        why = f"; why: {match['why']}" if match.get("why") and i == 0 else ""  # the same evidence for all
         lines.append(f"  resembles {match['slug']} ({match['title']}; family {match['family']}{why}): {match['link']}; "
                      f"its fix: {' '.join(str(match.get('fix', '')).split())}")
     return lines
