@@ -511,7 +511,7 @@ def rebase(lines: list[str], folder: str) -> list[str]:
 
 
 # Runs measured before holder chains were named: no family is decided first, every entry is ranked.
-_BEFORE_CHAINS = " (measured before holder chains: every entry ranked, no family first)"
+_BEFORE_CHAINS = " (runs measured before holder chains: the family from the resource alone, else every entry ranked)"
 
 
 def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -533,7 +533,7 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
            "not counted (no other entry of its family) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for device in sorted({entry["device"] for entry in signatures["entries"]}):
         rates = leave_one_out(signatures["entries"], device)
-        before = all(entry["signature"].get("families") is None for entry in signatures["entries"] if entry["device"] == device)
+        before = not any(entry.get("chains") for entry in signatures["entries"] if entry["device"] == device)
         out.append(f"| leave-one-out over the catalog{_BEFORE_CHAINS if before else ''} | {device} | {rates['counted']} | {rates['first']} | {rates['top3']} | "
                    f"{rates['none_close']} | – | – | {', '.join(f'`{s}`' for s in rates['without_sibling']) or '–'} |")
     misses = []

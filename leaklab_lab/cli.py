@@ -367,6 +367,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 print(f"drew {path}")
         texts = render()  # the entries link the curves that now exist
     for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)  # docs/entries/ the first time
         _write("the catalog", path, lambda: atomic_write(path, text))  # noqa: B023
         print(f"wrote {path}")
     return EXIT_OK
