@@ -574,20 +574,29 @@ def _link(what: str, name: str, obj: Any) -> Link:
     return Link(what, name, type_name(obj) + _bound(obj), kind_of(obj))
 
 
-def describe_tensor(tensor: Any) -> str:
-    """What a kept tensor brings along: its autograd graph, and whether that graph still keeps
-    saved tensors (activations that a backward would have freed)."""
+def describe_tensor(tensor: Any, others: Iterable[Any] = ()) -> str:
+    """What a kept tensor brings along: its autograd graph, and whether that graph keeps saved
+    tensors of its own step (activations that a backward would have freed). With ``others``
+    (tensors kept at other steps), a saved tensor every graph shares (the input batch, a
+    weight) is not one of its own step's."""
     if getattr(tensor, "grad_fn", None) is None:
         return "grown"
+    mine = _saved_storages(tensor)
+    shared = set(mine)
+    for other in others:
+        if other is not tensor and getattr(other, "grad_fn", None) is not None:
+            shared &= _saved_storages(other)
+    return "grown, with a graph that keeps saved tensors" if mine - shared or (mine and not others) \
+        else "grown, with an autograd graph"
+
+
+def _saved_storages(tensor: Any) -> set[int]:
     from leaklab.attribution import saved_by_autograd
 
     try:
-        saved = saved_by_autograd([("t", tensor)])
+        return {t.untyped_storage().data_ptr() for _, t in saved_by_autograd([("t", tensor)])}
     except Exception:  # noqa: BLE001 - a graph that cannot be read says only that it is there
-        saved = []
-    return "grown, with a graph that keeps saved tensors" if saved else "grown, with an autograd graph"
-
-
+        return set()
 
 
 def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None]:
@@ -664,6 +673,9 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         if left <= 0:
             break
         chain = holder_chain(samples, named, [*ignore, before, after, by_type, found], seconds=left, seeds=seeds)
+        if chain.found and chain.links[-1].kind == "tensor" and len(samples) > 1:
+            last = chain.links[-1]  # saved tensors of its own step, or only ones every step shares
+            chain.links[-1] = Link(describe_tensor(samples[0], samples[1:4]), last.name, last.type, last.kind)
         if chain.found:
             return chain
     return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or chain
