@@ -210,7 +210,7 @@ def answer_lines(data: dict[str, Any]) -> list[str]:
     for where, found in (data.get("growth") or {}).items():
         lines.append(f"  grows ({where}): " + "; ".join(found))
     if data.get("holder") or data.get("holder_missing"):
-        from leaklab.holders import chain_from_json
+        from leaklab.chain import chain_from_json
 
         chain = chain_from_json(data.get("holder"), data.get("holder_missing"))
         lines.append(f"  held by: {chain}" if chain.found else f"  held by: {chain.missing}")

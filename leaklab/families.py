@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from leaklab.holders import Chain, Link
+from leaklab.chain import Chain, Link
 
 
 @dataclass(frozen=True)

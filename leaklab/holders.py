@@ -18,156 +18,46 @@ naming in a check is the release check, which collects everything anyway).
 
 from __future__ import annotations
 
-import collections
 import functools
 import gc
-import io
-import mmap
-import re
 import signal
-import socket
 import sys
 import threading
 import time
 import types
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from leaklab.chain import (
+    FILE_MAPS,
+    Chain,
+    Link,
+    bound_of,
+    cell_filled,
+    describe_tensor,
+    fields,
+    is_own,
+    kind_of,
+    links_down,
+    make_link,
+    read_file_maps,
+    script_name,
+    type_name,
+)
+
 SECONDS = 0.5          # the walk's time budget per growing run
+
+
 MAX_OBJECTS = 20_000   # objects visited at most
+
+
 MAX_DEPTH = 24         # links at most
+
+
 SAMPLES = 8            # grown objects the walk starts from
+
+
 _OWN = __name__.split(".")[0]
-
-
-@dataclass(frozen=True)
-class Link:
-    """One object of a chain: ``what`` it is to the one before it (a module global, a closure
-    cell, an attribute, an item, ...), its ``name`` (``step.<locals>.history``, ``.state``,
-    ``['loss']``) and its ``type``."""
-
-    what: str
-    name: str
-    type: str
-    kind: str = ""   # tensor, module, optimizer, container, callable, exception, thread, file, mapping, object
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.type})" if self.name else self.type
-
-
-@dataclass
-class Chain:
-    """Root first, what grew last. ``missing``: why no nameable root was found (the walk ran out
-    of time or objects, or every path ended where Python cannot see); None where one was."""
-
-    links: list[Link] = field(default_factory=list)
-    missing: str | None = None
-
-    @property
-    def found(self) -> bool:
-        return self.missing is None and bool(self.links)
-
-    def to_json(self) -> list[dict[str, str]]:
-        return [asdict(link) for link in self.links]
-
-    def short(self) -> str:
-        """The root, and the container nearest what grew where that is not the root, as the
-        one-line summary names them: ``make_step.<locals>.model (Net) -> ._forward_hooks (OrderedDict)``."""
-        if not self.found:
-            return f"holder {self.missing}"
-        boxes = [link for link in self.links[1:-1] if link.kind == "container" and link.name]
-        return f"{self.links[0]} -> {boxes[-1]}" if boxes else str(self.links[0])
-
-    def __str__(self) -> str:
-        text = " -> ".join(str(link) for link in self.links)
-        return f"{text} ({self.missing})" if self.missing else text
-
-
-def chain_from_json(links: list[dict[str, str]] | None, missing: str | None = None) -> Chain:
-    return Chain([Link(**link) for link in links or []], missing)
-
-
-def type_name(obj: Any) -> str:
-    kind = type(obj)
-    module = getattr(kind, "__module__", None)
-    qualname = getattr(kind, "__qualname__", None) or kind.__name__
-    if not isinstance(module, str) or module == "builtins":
-        return qualname
-    return f"{_script(module)}.{qualname}"
-
-
-def kind_of(obj: Any) -> str:
-    """What an object is, as the families' rules read it (:mod:`leaklab.families`): tensor,
-    module, optimizer, container, value, exception, thread, file, mapping, callable, object."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        if isinstance(obj, torch.Tensor):
-            return "mapping" if _file_backed(obj) else "tensor"
-        if isinstance(obj, torch.nn.Module):
-            return "module"
-        if isinstance(obj, torch.optim.Optimizer):
-            return "optimizer"
-    if isinstance(obj, (list, dict, set, frozenset, tuple, collections.deque)):
-        return "container"
-    if isinstance(obj, (str, bytes, bytearray, int, float, complex)):
-        return "value"
-    if isinstance(obj, (BaseException, types.TracebackType, types.FrameType)):
-        return "exception"
-    if isinstance(obj, threading.Thread):
-        return "thread"
-    if isinstance(obj, io.IOBase) or isinstance(obj, socket.socket):
-        return "file"
-    if isinstance(obj, mmap.mmap):
-        return "mapping"
-    if isinstance(obj, (types.FunctionType, types.MethodType, functools.partial, types.BuiltinFunctionType)):
-        return "callable"
-    return "object"
-
-
-_MAPS: list[list[tuple[int, int]]] = [[]]   # file-backed address ranges, read once per naming
-
-
-def _read_maps() -> list[tuple[int, int]]:
-    ranges = []
-    try:
-        with open("/proc/self/maps") as handle:
-            for line in handle:
-                parts = line.split(maxsplit=5)
-                if len(parts) == 6 and parts[5].startswith("/") and not parts[5].startswith("/dev/"):
-                    start, end = parts[0].split("-")
-                    ranges.append((int(start, 16), int(end, 16)))
-    except OSError:
-        pass
-    return ranges
-
-
-def _file_backed(tensor: Any) -> bool:
-    """Whether a CPU tensor's memory is a mapped file (``torch.load(mmap=True)``, ``from_file``):
-    its storage's address lies in a file mapping of /proc/self/maps."""
-    if tensor.device.type != "cpu" or not _MAPS[0]:
-        return False
-    try:
-        pointer = tensor.untyped_storage().data_ptr()
-    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse) maps nothing
-        return False
-    return any(start <= pointer < end for start, end in _MAPS[0])
-
-
-def _script(module: str) -> str:
-    """A script leaklab loaded is a module named leaklab_script_<stem>_<clock>: its stem says it."""
-    found = re.fullmatch(r"leaklab_script_(.+)_\d+", module)
-    return found.group(1) if found else module
-
-
-def _bound(obj: Any) -> str:
-    """How a container is bounded by construction, where it is: ``maxlen=8``, ``maxsize=128``."""
-    if isinstance(obj, collections.deque) and obj.maxlen is not None:
-        return f" (maxlen={obj.maxlen})"
-    if isinstance(obj, functools._lru_cache_wrapper):
-        maxsize = obj.cache_parameters().get("maxsize")
-        return f" (maxsize={maxsize})" if maxsize is not None else " (maxsize=None)"
-    return ""
 
 
 class _Roots:
@@ -179,7 +69,7 @@ class _Roots:
         self.modules: dict[int, str] = {}
         for name, m in list(sys.modules.items()):
             if isinstance(m, types.ModuleType) and not name.startswith(_OWN + ".") and name != _OWN:
-                self.modules.setdefault(id(vars(m)), _script(name))  # __main__ before its alias __mp_main__
+                self.modules.setdefault(id(vars(m)), script_name(name))  # __main__ before its alias __mp_main__
         own = [vars(m) for name, m in list(sys.modules.items())
                if isinstance(m, types.ModuleType) and (name == _OWN or name.startswith(_OWN + "."))]
         self.own_modules = {id(d) for d in own}
@@ -233,77 +123,6 @@ class _Roots:
             self.locals.setdefault(id(value), (what, prefix + name))
 
 
-def _is_own(obj: Any) -> bool:
-    module = getattr(type(obj), "__module__", "") or ""
-    return module == _OWN or module.startswith(_OWN + ".")
-
-
-def _edge(source: Any, target: Any) -> tuple[str, str]:
-    """How ``source`` refers to ``target`` (objgraph's ``_edge_label``): (what, name)."""
-    if isinstance(source, dict):
-        for key, value in source.items():
-            if value is target:
-                if isinstance(key, str):
-                    return "item", f"[{key!r}]"
-                return "item", "[*]" if isinstance(key, int) else f"[{type_name(key)} key]"
-            if key is target:
-                return "key", "key"
-        return "item", ""
-    if isinstance(source, (list, tuple, collections.deque, set, frozenset)):
-        return "item", "[*]"
-    if isinstance(source, types.FrameType):
-        local = next((name for name, value in source.f_locals.items() if value is target), "")
-        return "local", f"{source.f_code.co_name}(): {local}"
-    if isinstance(source, types.FunctionType):
-        for var, cell in zip(source.__code__.co_freevars, source.__closure__ or (), strict=False):
-            if _filled(cell) and cell.cell_contents is target:
-                return "closure cell", f"{source.__qualname__.rpartition('.<locals>.')[0] or source.__name__}.<locals>.{var}"
-        for var in source.__code__.co_names:
-            value = source.__globals__.get(var)
-            if value is target:
-                return "module global", f"{_script(source.__module__ or '')}.{var}"
-            if isinstance(value, types.ModuleType):
-                attr = next((a for a in source.__code__.co_names if getattr(value, a, None) is target), None)
-                if attr is not None:
-                    return "module global", f"{value.__name__}.{attr}"
-        for name in ("__defaults__", "__kwdefaults__", "__dict__", "__closure__"):
-            if getattr(source, name, None) is target:
-                return "attribute", f".{name}"
-    if isinstance(source, types.MethodType) and source.__self__ is target:
-        return "attribute", ".__self__"
-    if isinstance(source, BaseException) and source.__traceback__ is target:
-        return "attribute", ".__traceback__"
-    if isinstance(source, types.TracebackType) and source.tb_frame is target:
-        return "attribute", ".tb_frame"
-    for klass in type(source).__mro__:
-        for name, value in vars(klass).items():
-            if value is target and not name.startswith("__"):
-                return "class attribute", f".{name}"
-    slots = getattr(type(source), "__slots__", ())
-    for name in (slots,) if isinstance(slots, str) else slots:
-        if getattr(source, name, None) is target:
-            return "attribute", f".{name}"
-    try:
-        attrs = vars(source)
-    except TypeError:
-        attrs = {}
-    for name, value in attrs.items():
-        if value is target:
-            return "attribute", f".{name}"
-    return "referent", ""
-
-
-def _instance_dict(owner: Any, obj: Any) -> bool:
-    try:
-        return isinstance(obj, dict) and not isinstance(owner, type) and object.__getattribute__(owner, "__dict__") is obj
-    except (AttributeError, TypeError):
-        return False
-
-
-# Roots that are namespaces: the link names the value they hold, with its type.
-_NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame", "local variable")
-
-
 def _root_name(obj: Any, child: Any, roots: _Roots) -> tuple[str, str] | None:
     """(what, name) where ``obj`` is a root a user can name, else None."""
     if id(obj) in roots.named:
@@ -314,11 +133,11 @@ def _root_name(obj: Any, child: Any, roots: _Roots) -> tuple[str, str] | None:
     if isinstance(obj, types.CellType):
         return "closure cell", _cell_name(obj)
     if isinstance(obj, functools._lru_cache_wrapper):
-        module = _script(getattr(obj, "__module__", "") or "")
-        return "lru_cache" + _bound(obj), f"{module}.{getattr(obj, '__qualname__', '?')}".lstrip(".")
-    if isinstance(obj, type) and not _is_own(obj):
+        module = script_name(getattr(obj, "__module__", "") or "")
+        return "lru_cache" + bound_of(obj), f"{module}.{getattr(obj, '__qualname__', '?')}".lstrip(".")
+    if isinstance(obj, type) and not is_own(obj):
         key = next((k for k, v in vars(obj).items() if v is child), "?")
-        return "class attribute", f"{_script(obj.__module__)}.{obj.__qualname__}.{key}"
+        return "class attribute", f"{script_name(obj.__module__)}.{obj.__qualname__}.{key}"
     if isinstance(obj, types.FrameType) and id(obj) in roots.stack:
         local = next((k for k, v in obj.f_locals.items() if v is child), "?")
         return "local variable", f"{obj.f_code.co_name}(): {local}"
@@ -382,7 +201,7 @@ def step_seeds(step: Any) -> list[tuple[str, str, Any]]:
             seeds.append(("closure cell", f"{outer}.<locals>.{name}", cell.cell_contents))
         except ValueError:
             continue
-    module = _script(getattr(fn, "__module__", "") or "")
+    module = script_name(getattr(fn, "__module__", "") or "")
     namespace = getattr(fn, "__globals__", {})
     names = _global_names(code)
     for name in names:
@@ -406,12 +225,12 @@ def _below(obj: Any) -> list[Any]:
     """What a walk down follows from ``obj``: what it refers to, but never into modules, classes
     or code, and from a function only its closure, defaults and the globals it names (a
     function's ``__globals__`` would lead into every library)."""
-    if isinstance(obj, (types.ModuleType, type, types.CodeType)) or _is_own(obj):
+    if isinstance(obj, (types.ModuleType, type, types.CodeType)) or is_own(obj):
         return []
     if isinstance(obj, types.FunctionType):
         from leaklab.attribution import _global_names
 
-        cells = [cell.cell_contents for cell in obj.__closure__ or () if _filled(cell)]
+        cells = [cell.cell_contents for cell in obj.__closure__ or () if cell_filled(cell)]
         namespace = obj.__globals__
         names = _global_names(obj.__code__)
         named = []
@@ -436,7 +255,7 @@ _SKIP_CLASS_STATE = (types.FunctionType, types.BuiltinFunctionType, classmethod,
 def _class_state(kind: type) -> list[Any]:
     """What an instance reaches through its class: state kept on the class (``Logger.manager``,
     a class-level registry), not its methods. Cached per class."""
-    if kind.__module__ == "builtins" or _is_own(kind):
+    if kind.__module__ == "builtins" or is_own(kind):
         return []
     found = []
     for klass in kind.__mro__:
@@ -445,14 +264,6 @@ def _class_state(kind: type) -> list[Any]:
         found += [value for name, value in vars(klass).items()
                   if not name.startswith("__") and not isinstance(value, _SKIP_CLASS_STATE + (type, types.ModuleType))]
     return found
-
-
-def _filled(cell: types.CellType) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:
-        return False
-    return True
 
 
 def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: float, max_objects: int) -> Chain | None:
@@ -467,7 +278,7 @@ def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: fl
             up[id(obj)] = None
             frontier.append(obj)
             if id(obj) in targets:
-                return Chain([Link(what, name, type_name(obj) + _bound(obj), kind_of(obj))])
+                return Chain([Link(what, name, type_name(obj) + bound_of(obj), kind_of(obj))])
     seed_of = {id(obj): (what, name) for what, name, obj in reversed(seeds)}
     while frontier and time.perf_counter() < deadline and len(keep) < max_objects:
         next_frontier = []
@@ -483,7 +294,7 @@ def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: fl
                         path.append(up[id(path[-1])])
                     path.reverse()
                     down = {id(a): b for a, b in zip(path, path[1:], strict=False)}
-                    links = _links(None, path[0], seed_of[id(path[0])], down, namespace=True)
+                    links = links_down(None, path[0], seed_of[id(path[0])], down, namespace=True)
                     # Named from the last global or closure variable on the way (a function the
                     # step calls reads logging.root: the chain starts there).
                     start = max((i for i, link in enumerate(links) if link.what in ("module global", "closure cell")),
@@ -508,7 +319,7 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
         if depth:  # what grew may be the last step's local too: its holders are what count
             held = next((obj for obj in frontier if id(obj) in roots.locals), None)
             if held is not None:
-                return Chain(_links(None, held, roots.locals[id(held)], parent))
+                return Chain(links_down(None, held, roots.locals[id(held)], parent))
         if time.perf_counter() > deadline or len(parent) > max_objects:
             return Chain([], _budget(deadline, len(parent)))
         skip.add(id(frontier))
@@ -517,7 +328,7 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
         wanted = {id(obj) for obj in frontier}
         next_frontier: list[Any] = []
         for source in referrers:
-            if id(source) in skip or id(source) in parent or _is_own(source):
+            if id(source) in skip or id(source) in parent or is_own(source):
                 continue
             if isinstance(source, types.FrameType) and f"/{_OWN}/" in source.f_code.co_filename:
                 continue
@@ -528,7 +339,7 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
             keep[id(source)] = source
             root = _root_name(source, child, roots)
             if root is not None:
-                return Chain(_links(source, child, root, parent))
+                return Chain(links_down(source, child, root, parent))
             next_frontier.append(source)
         frontier = next_frontier
     if frontier:
@@ -542,71 +353,9 @@ def _budget(deadline: float, visited: int) -> str:
     return f"not found within {visited:,} objects"
 
 
-def _links(root: Any, child: Any, found: tuple[str, str], parent: dict[int, Any],
-           namespace: bool | None = None) -> list[Link]:
-    """The chain from ``root`` down to what grew. A namespace root (a module global, a cell) is
-    one link with its value's type; an instance's ``__dict__`` is folded into the attribute."""
-    what, name = found
-    if namespace if namespace is not None else what in _NAMESPACES:
-        links, source, obj = [_link(what, name, child)], child, parent.get(id(child))
-    else:
-        links, source, obj = [_link(what, name, root)], root, child
-    while obj is not None:
-        below = parent.get(id(obj))
-        if below is not None and _instance_dict(source, obj):
-            _, key = _edge(obj, below)
-            source, obj = obj, below
-            links.append(_link("attribute", "." + key[2:-2] if key.startswith("['") else key, obj))
-            source, obj = obj, parent.get(id(obj))
-            continue
-        edge, label = _edge(source, obj)
-        links.append(_link(edge if below is not None else _grown(obj), label, obj))
-        source, obj = obj, below
-    return links
-
-
-def _grown(obj: Any) -> str:
-    torch = sys.modules.get("torch")
-    return describe_tensor(obj) if torch is not None and isinstance(obj, torch.Tensor) else "grown"
-
-
-def _link(what: str, name: str, obj: Any) -> Link:
-    return Link(what, name, type_name(obj) + _bound(obj), kind_of(obj))
-
-
-def describe_tensor(tensor: Any, others: Iterable[Any] = ()) -> str:
-    """What a kept tensor brings along: its autograd graph, and whether that graph keeps saved
-    tensors of its own step (activations that a backward would have freed). With ``others``
-    (tensors kept at other steps), a saved tensor every graph shares (the input batch, a
-    weight) is not one of its own step's."""
-    if getattr(tensor, "grad_fn", None) is None:
-        return "grown"
-    mine = _saved_storages(tensor)
-    shared = set(mine)
-    for other in others:
-        if other is not tensor and getattr(other, "grad_fn", None) is not None:
-            shared &= _saved_storages(other)
-    return "grown, with a graph that keeps saved tensors" if mine - shared or (mine and not others) \
-        else "grown, with an autograd graph"
-
-
-def _saved_storages(tensor: Any) -> set[int]:
-    from leaklab.attribution import saved_by_autograd
-
-    try:
-        return {t.untyped_storage().data_ptr() for _, t in saved_by_autograd([("t", tensor)])}
-    except Exception:  # noqa: BLE001 - a graph that cannot be read says only that it is there
-        return set()
-
-
-def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None]:
-    """A report's ``holder`` and ``holder_missing`` (:class:`leaklab.report.Report`)."""
-    if chain is None:
-        return None, "not found: nothing grew that Python can see"
-    return (chain.to_json() if chain.links else None), chain.missing
-
-
 _TENSORS = ("torch.Tensor", "torch.nn.parameter.Parameter")
+
+
 _PRIORITY = {kind: rank for rank, kind in enumerate(("tensor", "module", "optimizer", "thread", "file", "mapping",
                                                      "exception", "object", "callable"))}
 
@@ -629,7 +378,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     first; else the types that piled up, tensors first, a few objects of each. None where
     nothing grew."""
     deadline = time.perf_counter() + seconds
-    _MAPS[0] = _read_maps() if "mapping" in _census_kinds(before, after) else []
+    FILE_MAPS[0] = read_file_maps() if "mapping" in _census_kinds(before, after) else []
     named = _step_names(step)
     seeds = step_seeds(step) if step is not None else _caller_seeds()
     graph = _growing_graph(before, after, steps)
@@ -641,7 +390,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         if tensor is not None:
             found = holder_chain([tensor], named, [*ignore, before, after], seconds=deadline - time.perf_counter(), seeds=seeds)
             tail = Link("autograd graph", ".grad_fn", f"graph growing by {per_step:,.0f} nodes/step", "graph")
-            return Chain([*found.links, tail] if found.found else [_link("the step's reach", path, tensor), tail])
+            return Chain([*found.links, tail] if found.found else [make_link("the step's reach", path, tensor), tail])
     # What a user keeps (tensors, models, threads, files) before what comes with it, then the
     # most; threads, descriptors or mappings first where those are what grew (a thread an
     # epoch is fewer than one a step, and still the leak).
@@ -696,7 +445,7 @@ def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str]
                          seeds=seeds)
     if not chain.found:
         return chain
-    return Chain([*chain.links, _link("grown", "[*]", _last(container))])
+    return Chain([*chain.links, make_link("grown", "[*]", _last(container))])
 
 
 def _last(container: Any) -> Any:
@@ -745,4 +494,4 @@ def _growing_graph(before: Any, after: Any, steps: int) -> tuple[str, float] | N
     return (path, delta / max(steps, 1)) if path is not None and delta >= steps else None
 
 
-__all__ = ["Chain", "Link", "chain_from_json", "describe_tensor", "fields", "holder_chain", "kind_of", "name_holder", "type_name"]
+__all__ = ["fields", "find_holder", "holder_chain", "name_holder", "step_seeds"]

@@ -11,7 +11,7 @@ import torch
 
 from leaklab import resources as known
 from leaklab.attribution import Site
-from leaklab.holders import Chain, chain_from_json
+from leaklab.chain import Chain, chain_from_json
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
 
 # The exit codes of `leaklab check` (and the meaning of a report for a CI), in one place.
@@ -204,7 +204,7 @@ class Report:
         return EXIT_BOUNDED
 
     def holder_chain(self) -> Chain | None:
-        """The holder chain (:mod:`leaklab.holders`), or None where none was looked for."""
+        """The holder chain (:mod:`leaklab.chain`), or None where none was looked for."""
         if self.holder is None and self.holder_missing is None:
             return None
         return chain_from_json(self.holder, self.holder_missing)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from leaklab import resources as known
+from leaklab.chain import chain_from_json
 from leaklab.families import Evidence, decide
-from leaklab.holders import chain_from_json
 from leaklab.verdict import GROWS, PLATEAU
 
 SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")

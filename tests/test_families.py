@@ -2,8 +2,8 @@
 
 import pytest
 
+from leaklab.chain import Chain, Link
 from leaklab.families import RULES, Evidence, decide
-from leaklab.holders import Chain, Link
 
 
 def _chain(*links):

@@ -6,8 +6,9 @@ import time
 
 import torch
 
+from leaklab.chain import Chain
 from leaklab.families import Evidence, decide
-from leaklab.holders import Chain, holder_chain
+from leaklab.holders import holder_chain
 
 
 class Thing:
