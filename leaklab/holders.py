@@ -105,7 +105,7 @@ class _Roots:
         self.locals: dict[int, tuple[str, str]] = {}
         frame = sys._getframe()
         while frame is not None:
-            if id(frame) in self.stack:
+            if id(frame) in self.stack and frame.f_code.co_name != "<module>":  # a module's are its globals
                 self._locals(frame, "local variable", f"{frame.f_code.co_name}(): ")
             frame = frame.f_back
         for ident, top in sys._current_frames().items():
