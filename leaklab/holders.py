@@ -55,6 +55,7 @@ MAX_DEPTH = 24         # links at most
 
 
 SAMPLES = 8            # grown objects the walk starts from
+MAX_FRONTIER = 256     # objects per level of the walk up
 
 
 _OWN = __name__.split(".")[0]
@@ -341,7 +342,9 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
             if root is not None:
                 return Chain(links_down(source, child, root, parent))
             next_frontier.append(source)
-        frontier = next_frontier
+        # One gc.get_referrers call compares every referent of every object with each object
+        # of the frontier, and cannot be stopped: a level is kept to its first objects.
+        frontier = next_frontier[:MAX_FRONTIER]
     if frontier:
         return Chain([], _budget(deadline, len(parent)))
     return Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")
