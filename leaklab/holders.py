@@ -284,6 +284,8 @@ def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: fl
     while frontier and time.perf_counter() < deadline and len(keep) < max_objects:
         next_frontier = []
         for source in frontier:
+            if time.perf_counter() > deadline:
+                return None
             for child in _below(source):
                 if id(child) in keep:
                     continue
@@ -301,7 +303,8 @@ def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: fl
                     start = max((i for i, link in enumerate(links) if link.what in ("module global", "closure cell")),
                                 default=0)
                     return Chain(links[start:])
-                next_frontier.append(child)
+                if len(keep) < max_objects:  # what is met is still checked; only what is walked is bounded
+                    next_frontier.append(child)
         frontier = next_frontier
     return None
 
