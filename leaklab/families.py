@@ -91,7 +91,8 @@ def _lru(e: Evidence) -> str | None:
 def _cache(e: Evidence) -> str | None:
     keyed = _first(e.links, lambda link: bool(_CACHE_KEYS.match(link.name)) or link.what == "key")
     if keyed is not None:
-        return f"a dict keyed by {keyed.name.strip('[]').removesuffix(' key') or 'its arguments'} (a cache by argument)"
+        by = keyed.type if keyed.what == "key" else keyed.name.strip("[]").removesuffix(" key")
+        return f"a dict keyed by {by.split(' ')[0]} (a cache by argument)"
     named = _first(e.links, lambda link: bool(_CACHE_NAMES.search(link.name)))
     return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None
 
