@@ -31,7 +31,7 @@ class Link:
     what: str
     name: str
     type: str
-    kind: str = ""   # tensor, module, optimizer, container, callable, exception, thread, file, mapping, object
+    kind: str = ""   # what kind_of says (tensor, module, container, value, ...); "graph" for an autograd graph
 
     def __str__(self) -> str:
         return f"{self.name} ({self.type})" if self.name else self.type
