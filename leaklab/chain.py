@@ -15,7 +15,6 @@ import socket
 import sys
 import threading
 import types
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -262,29 +261,19 @@ def make_link(what: str, name: str, obj: Any) -> Link:
     return Link(what, name, type_name(obj) + bound_of(obj), kind_of(obj))
 
 
-def describe_tensor(tensor: Any, others: Iterable[Any] = ()) -> str:
+def describe_tensor(tensor: Any) -> str:
     """What a kept tensor brings along: its autograd graph, and whether that graph keeps saved
-    tensors of its own step (activations that a backward would have freed). With ``others``
-    (tensors kept at other steps), a saved tensor every graph shares (the input batch, a
-    weight) is not one of its own step's."""
+    tensors computed in its own step (activations, which a backward would have freed). A saved
+    leaf (the input batch, a weight) is not one: every step's graph shares it."""
     if getattr(tensor, "grad_fn", None) is None:
         return "grown"
-    mine = _saved_storages(tensor)
-    shared = set(mine)
-    for other in others:
-        if other is not tensor and getattr(other, "grad_fn", None) is not None:
-            shared &= _saved_storages(other)
-    return "grown, with a graph that keeps saved tensors" if mine - shared or (mine and not others) \
-        else "grown, with an autograd graph"
-
-
-def _saved_storages(tensor: Any) -> set[int]:
     from leaklab.attribution import saved_by_autograd
 
     try:
-        return {t.untyped_storage().data_ptr() for _, t in saved_by_autograd([("t", tensor)])}
+        saved = [t for _, t in saved_by_autograd([("t", tensor)]) if t.grad_fn is not None]
     except Exception:  # noqa: BLE001 - a graph that cannot be read says only that it is there
-        return set()
+        saved = []
+    return "grown, with a graph that keeps saved tensors" if saved else "grown, with an autograd graph"
 
 
 def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None]:

@@ -428,9 +428,6 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         if left <= 0:
             break
         chain = holder_chain(samples, named, [*ignore, before, after, by_type, found], seconds=left, seeds=seeds)
-        if chain.found and chain.links[-1].kind == "tensor" and len(samples) > 1:
-            last = chain.links[-1]  # saved tensors of its own step, or only ones every step shares
-            chain.links[-1] = Link(describe_tensor(samples[0], samples[1:4]), last.name, last.type, last.kind)
         if chain.found:
             return chain
     return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or chain
@@ -451,7 +448,9 @@ def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str]
                          seeds=seeds)
     if not chain.found:
         return chain
-    return Chain([*chain.links, make_link("grown", "[*]", _last(container))])
+    element = _last(container)
+    what = describe_tensor(element) if kind_of(element) == "tensor" else "grown"
+    return Chain([*chain.links, make_link(what, "[*]", element)])
 
 
 def _last(container: Any) -> Any:
