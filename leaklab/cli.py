@@ -216,8 +216,14 @@ def answer_lines(data: dict[str, Any]) -> list[str]:
     lines = []
     for where, found in (data.get("growth") or {}).items():
         lines.append(f"  grows ({where}): " + "; ".join(found))
-    for match in data.get("resembles") or []:
-        lines.append(f"  resembles {match['slug']} ({match['title']}; family {match['family']}): {match['link']}; "
+    if data.get("holder") or data.get("holder_missing"):
+        from leaklab.chain import chain_from_json
+
+        chain = chain_from_json(data.get("holder"), data.get("holder_missing"))
+        lines.append(f"  held by: {chain}" if chain.found else f"  held by: {chain.missing}")
+    for i, match in enumerate(data.get("resembles") or []):
+        why = f"; why: {match['why']}" if match.get("why") and i == 0 else ""  # the same evidence for all
+        lines.append(f"  resembles {match['slug']} ({match['title']}; family {match['family']}{why}): {match['link']}; "
                      f"its fix: {' '.join(str(match.get('fix', '')).split())}")
     return lines
 

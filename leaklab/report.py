@@ -11,6 +11,7 @@ import torch
 
 from leaklab import resources as known
 from leaklab.attribution import Site
+from leaklab.chain import Chain, chain_from_json
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
 
 # The exit codes of `leaklab check` (and the meaning of a report for a CI), in one place.
@@ -125,6 +126,8 @@ class Report:
     sites: list[Site] = field(default_factory=list)
     history: str | None = None         # growing autograd history, for host-heap leaks
     growth: dict[str, list[str]] = field(default_factory=dict)  # per resource: what grows, named (leaklab.growth)
+    holder: list[dict[str, str]] | None = None  # what holds it: root first, links {what, name, type, kind} (leaklab.holders)
+    holder_missing: str | None = None  # why no holder chain was found ("not found in time", ...)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each stage of the run
     signature: dict[str, Any] | None = None    # the leak's signature (leaklab.signature), where it grows or plateaus
     resembles: list[dict[str, Any]] | None = None  # the catalog entries it resembles, closest first ([]: none close)
@@ -215,6 +218,12 @@ class Report:
             return EXIT_PLATEAU
         return EXIT_BOUNDED
 
+    def holder_chain(self) -> Chain | None:
+        """The holder chain (:mod:`leaklab.chain`), or None where none was looked for."""
+        if self.holder is None and self.holder_missing is None:
+            return None
+        return chain_from_json(self.holder, self.holder_missing)
+
     def cyclic_garbage(self) -> str | None:
         """A line on the reference cycles the step leaves for the garbage collector, if any."""
         objects = self.garbage.get("objects") or []
@@ -283,13 +292,19 @@ class Report:
         named = self.growth.get(known.BY_NAME[resource].census or "") if resource in known.BY_NAME else None
         if named and self.verdict == GROWS and site is None:
             line += f"; {named[0]}"
+        held = self.holder_chain()
+        if held is not None and self.verdict in (GROWS, PLATEAU):
+            line += f"; held by {held.short()}" if held.found else f"; {held.short()}"
         if self.children_left:
             line += f"; left {self.children_left} child process(es) running, now stopped ({'; '.join(self.children[:2])})"
         if self.resembles:
             first = self.resembles[0]
-            line += f"; resembles {first['slug']} ({first['title']}): {first['link']}"
+            why = f"; {first['why']}" if first.get("why") else ""
+            line += f"; resembles {first['slug']} ({first['title']}{why}): {first['link']}"
         elif self.resembles == [] and self.verdict == GROWS:
             line += "; resembles no catalog entry closely"
+        if self.signature and self.signature.get("bounded"):
+            line += f"; {self.signature['bounded']}"
         return line
 
     def curve(self, width: int = 40) -> str:
@@ -328,10 +343,16 @@ class Report:
         for kind, lines in self.growth.items():
             rows.append(f"what grows ({kind}):")
             rows.extend(f"  {line}" for line in lines)
+        held = self.holder_chain()
+        if held is not None:
+            rows.append(f"held by: {held}" if held.found else f"held by: {held.missing}")
         if self.resembles:
             rows.append("resembles, in the catalog:")
             rows.extend(f"  {entry['slug']} ({entry['family']}, similarity {entry['score']:.2f}): {entry['title']}"
-                        f"\n      fix: {entry['fix']}\n      {entry['link']}" for entry in self.resembles)
+                        + (f"\n      why: {entry['why']}" if entry.get("why") else "")
+                        + f"\n      fix: {entry['fix']}\n      {entry['link']}" for entry in self.resembles)
+        elif self.resembles == [] and self.verdict == GROWS:
+            rows.append("resembles no catalog entry closely")
         return "\n".join(rows)
 
     def to_json(self) -> dict[str, Any]:
@@ -380,6 +401,8 @@ class Report:
             "sites": [asdict(site) for site in self.sites],
             "history": self.history,
             **({"growth": self.growth} if self.growth else {}),
+            **({"holder": self.holder} if self.holder is not None else {}),
+            **({"holder_missing": self.holder_missing} if self.holder_missing else {}),
             **({"signature": self.signature} if self.signature else {}),
             **({"resembles": self.resembles} if self.resembles is not None else {}),
             "resources": {
@@ -426,8 +449,8 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "changed", "records", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history", "growth",
-           "phase_seconds", "signature", "resembles")
+           "uncertain", "changed", "records", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history",
+           "growth", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from leaklab import attribution, growth, signature
+from leaklab import attribution, growth, holders, signature
 from leaklab import resources as known
 from leaklab.children import stop_children
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
@@ -623,6 +623,8 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
         censuses.after = censuses.take(step, probe, first=False)
     if censuses.cover(what):
         run.found["growth"] = growth.growth(censuses.before, censuses.after, censuses.steps, what)
+        run.found["holder"], run.found["holder_missing"] = holders.fields(
+            holders.name_holder(censuses.before, censuses.after, censuses.steps, step))
         if "objects" in what and run.found.get("history") is None:
             run.found["history"] = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs,
                                                                 censuses.steps)

@@ -16,22 +16,25 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from leaklab import resources as known
+from leaklab.chain import chain_from_json
+from leaklab.families import Evidence, decide
 from leaklab.verdict import GROWS, PLATEAU
 
 SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")
-CATALOG_URL = "CATALOG.md"          # entries are linked as CATALOG.md#<slug>, relative to a leaklab checkout
-CLOSE_ENOUGH = 0.6                  # the least similarity called a resemblance
+ENTRY_PAGES = "docs/entries"        # each entry's own page, docs/entries/<slug>.md, relative to a leaklab checkout
+CLOSE_ENOUGH = 0.6                  # the least similarity called a resemblance (no family evidence)
+FAMILY_CLOSE = 0.45                 # the least, among the entries of the family the evidence named
 SHOWN = 3                           # entries named at most
 
-# What holds the growth, read from what the report names (naming, attribution, the autograd line).
-HOLDERS = ("autograd_history", "hook_dict", "cache", "container", "workers", "threads", "descriptors", "mappings")
+# What holds the growth, as the families' rules name it from the holder chain (leaklab.families).
+HOLDERS = ("autograd_history", "hook_dict", "cache", "container", "workers", "threads", "descriptors", "mappings",
+           "allocator", "garbage")
 # What is held, read from the type of what the holder gains.
 HELD = ("tensor", "module", "optimizer", "callable", "exception", "object")
 
@@ -47,73 +50,74 @@ class Signature:
     held: str | None = None
     garbage: bool = False                                    # cyclic garbage every step
     pattern: str | None = None                               # "steady", "late", "periodic"
+    families: tuple[str, ...] | None = None                  # decided from the evidence (None: no evidence kept)
+    why: str | None = None                                   # the evidence, in a few words
+    bounded: str | None = None                               # the holder is bounded by construction
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["families"] = list(self.families) if self.families is not None else None
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Signature:
-        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern")},
-                   grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")))
+        families = data.get("families")
+        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded")},
+                   grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")),
+                   families=tuple(families) if families is not None else None)
 
 
-def _held_kind(text: str) -> str | None:
-    found = re.search(r"\+[\d.,]+ ([\w.]+)/step", text)
-    name = found.group(1) if found else ""
-    if not name:
-        return None
-    if name.endswith(("Tensor", "Parameter", "UntypedStorage")):
-        return "tensor"
-    if name.startswith("torch.nn.") or name.endswith(("Sequential", "Module")):
-        return "module"
-    if name.startswith("torch.optim.") or name.endswith("Optimizer"):
-        return "optimizer"
-    if name in ("function", "functools.partial", "method", "builtin_function_or_method"):
-        return "callable"
-    if name.endswith(("Error", "Exception", "traceback", "frame")):
-        return "exception"
-    return "object"
+_HELD = {"tensor": "tensor", "module": "module", "optimizer": "optimizer", "callable": "callable",
+         "exception": "exception"}
 
 
-def _holder_kind(text: str) -> str | None:
-    if "autograd history" in text or ".grad_fn" in text:
-        return "autograd_history"
-    if re.search(r"_hooks\b|_hooks_with_kwargs", text):
-        return "hook_dict"
-    if "cache" in text.lower():
-        return "cache"
-    if " in " in text or "[" in text or "held by" in text:
-        return "container"
-    return None
+def evidence(report: Any) -> Evidence:
+    """What the report knows that can decide the family: its holder chain, its resources."""
+    chain = None
+    if report.holder is not None or report.holder_missing is not None:
+        chain = chain_from_json(report.holder, report.holder_missing)
+    growing = frozenset(name for name, result in report.resources.items() if result.verdict == report.verdict)
+    objects = (report.garbage or {}).get("objects") or []
+    garbage = bool(objects) and sorted(objects)[len(objects) // 2] > 0
+    return Evidence(chain, report.resource, growing, garbage)
 
 
 def signature(report: Any) -> Signature | None:
-    """The signature of a report whose verdict is grows or plateau (None otherwise)."""
+    """The signature of a report whose verdict is grows or plateau (None otherwise). The holder
+    and the family come from the holder chain (:mod:`leaklab.holders`) by the rules of
+    :mod:`leaklab.families`; a report made before chains were named (no ``holder`` in its JSON)
+    where the growth is in Python's objects has no family evidence (``families`` None)."""
     if report.verdict not in (GROWS, PLATEAU):
         return None
     growing = {name: result for name, result in report.resources.items()
                if result.verdict == report.verdict and (name not in known.BY_NAME or known.BY_NAME[name].judged)}
     rates = {name: round(math.log10(max(abs(result.per_step_bytes), 1e-3)), 2) for name, result in growing.items()}
     headline = report.resource
-    texts = []
-    site = report.leak_site
-    if site is not None and site.held_by:
-        texts.append(f"held by {site.held_by}")
-    if report.history:
-        texts.append(report.history)
-    kind = known.BY_NAME[headline].census if headline in known.BY_NAME else None
-    texts += list(report.growth.get(kind, [])) if kind else []
-    texts += [line for lines in report.growth.values() for line in lines]
-    # Where the leak lives in processes, threads, descriptors or mappings, that is its holder;
-    # otherwise what the naming, attribution and autograd lines say holds it.
-    own = known.BY_NAME[headline].holder if headline in known.BY_NAME else None
-    holder = own or next((found for text in texts if (found := _holder_kind(text))), None)
-    held = next((found for text in texts if (found := _held_kind(text))), None)
-    if held is None and headline in ("cpu_tensors", "device_allocated"):
-        held = "tensor"
-    objects = (report.garbage or {}).get("objects") or []
-    garbage = bool(objects) and sorted(objects)[len(objects) // 2] > 0
-    return Signature(rates, headline, holder, held, garbage, _pattern(report, headline))
+    found = evidence(report)
+    decision = decide(found)
+    held = found.held
+    held_kind = _HELD.get(held.kind, "object") if held is not None else None
+    if held_kind is None and headline in ("cpu_tensors", "device_allocated"):
+        held_kind = "tensor"
+    census = known.BY_NAME[headline].census if headline in known.BY_NAME else None
+    unmeasured = found.chain is None and census == "objects" and report.growth
+    families = None if unmeasured else decision.families
+    holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
+    return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
+                     decision.why, decision.bounded)
+
+
+def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str | None) -> Signature:
+    """``mine`` with its family decided again from its holder chain by the rules as they are now
+    (a committed signature of a held-out step, matched again against today's catalog)."""
+    if holder is None and missing is None:
+        return mine
+    found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage)
+    decision = decide(found)
+    held = found.held
+    return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded,
+                   holder=decision.holder or mine.holder,
+                   held=_HELD.get(held.kind, "object") if held is not None else mine.held)
 
 
 def _pattern(report: Any, headline: str | None) -> str | None:
@@ -166,17 +170,18 @@ class Resemblance:
     family: str
     fix: str
     score: float
+    why: str = ""        # the evidence that named the family, in a few words
 
     @property
     def link(self) -> str:
-        return f"{CATALOG_URL}#{self.slug}"
+        return f"{ENTRY_PAGES}/{self.slug}.md"
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "link": self.link}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Resemblance:
-        return cls(data["slug"], data["title"], data["family"], data["fix"], data["score"])
+        return cls(data["slug"], data["title"], data["family"], data["fix"], data["score"], data.get("why", ""))
 
 
 def load_entries(path: Path = SIGNATURES_PATH) -> list[dict[str, Any]]:
@@ -202,10 +207,18 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
              exclude: str | None = None, shown: int = SHOWN) -> list[Resemblance]:
     """The entries ``mine`` resembles, closest first, at most ``shown``, each once, none under
     :data:`CLOSE_ENOUGH`; an entry measured on ``device``'s kind is preferred where the catalog
-    has both. ``exclude``: an entry left out (leave-one-out)."""
-    if mine is None:
+    has both. ``exclude``: an entry left out (leave-one-out).
+
+    The family comes first: where the evidence named one (``mine.families``), only its entries
+    are ranked, and none where it named none. A signature without evidence (a run made before
+    holder chains) is ranked against every entry, as before."""
+    if mine is None or mine.families == ():
         return []
     entries = load_entries() if entries is None else entries
+    close = CLOSE_ENOUGH
+    if mine.families is not None:
+        entries = [entry for entry in entries if entry.get("family") in mine.families]
+        close = FAMILY_CLOSE
     kind = (device or "").split(":")[0]
     best: dict[str, tuple[float, dict[str, Any]]] = {}
     for entry in entries:
@@ -217,8 +230,8 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
             best[entry["slug"]] = (score, entry)
     ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]["slug"]))
     return [Resemblance(entry["slug"], entry.get("title", ""), entry.get("family", ""), entry.get("fix", ""),
-                        round(score, 3))
-            for score, entry in ranked[:shown] if score >= CLOSE_ENOUGH]
+                        round(score, 3), mine.why or "")
+            for score, entry in ranked[:shown] if score >= close]
 
 
-__all__ = ["CLOSE_ENOUGH", "Resemblance", "Signature", "load_entries", "resemble", "signature", "similarity"]
+__all__ = ["CLOSE_ENOUGH", "FAMILY_CLOSE", "Resemblance", "Signature", "load_entries", "redecide", "resemble", "signature", "similarity"]

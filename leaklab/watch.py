@@ -143,6 +143,13 @@ class Watch:
                 times = sorted(found["step_seconds"])
                 found["resources"] = results(verdicts, probe.watched, self._before, self.device,
                                              self.options.exhaust_at, times[len(times) // 2] if times else None)
+                if any(r.kind.judged and r.verdict in ("grows", "plateau") for r in found["resources"].values()):
+                    # what holds it, while the collector lists only what came since
+                    from leaklab import growth, holders
+
+                    after = growth.take({"objects"}, first=False)
+                    chain = holders.name_holder(growth.Census(), after, max(1, series.count - 1))
+                    found["holder"], found["holder_missing"] = holders.fields(chain)
             probe.settle(clear_workspaces=True)
             found["leftover"] = leftover(probe.watched, self._before, probe.sample())
         finally:

@@ -299,7 +299,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary = fresh_steps(device, progress=lambda name, row: print(
             f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
         print(f"first suggestion of the right family: {summary['first']} of {summary['counted']}; "
-              f"one of the first three: {summary['top3']} of {summary['counted']}")
+              f"one of the first three: {summary['top3']} of {summary['counted']}; "
+              f"the right entry first: {summary['entry_first']} of {summary['entry_counted']}; "
+              f"nothing close where the catalog has no entry: {summary['no_entry_none']} of {summary['no_entry_counted']}")
         return _bench_written(args, device, {"matching": summary})
     if args.models:
         from leaklab_lab.models import check_cost
@@ -376,6 +378,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 print(f"drew {path}")
         texts = render()  # the entries link the curves that now exist
     for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)  # docs/entries/ the first time
         _write("the catalog", path, lambda: atomic_write(path, text))  # noqa: B023
         print(f"wrote {path}")
     return EXIT_OK

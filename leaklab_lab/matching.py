@@ -19,7 +19,7 @@ from typing import Any
 from leaklab.report import Report
 from leaklab.runner import RunOptions
 from leaklab.scripts import load_script, run_script
-from leaklab.signature import Resemblance, Signature, resemble, signature
+from leaklab.signature import Resemblance, Signature, redecide, resemble, signature
 from leaklab_lab.cases import ROOT, Case
 from leaklab_lab.figures import FIGURE_SOURCES
 from leaklab_lab.results import case_runs, role_of
@@ -50,7 +50,9 @@ def catalog_signatures(cases: list[Case], results: list[tuple[str, dict[str, Any
             if found is None:
                 continue
             entries.append({"slug": case.slug, "title": case.meta["title"], "family": case.family.name, "fix": fix_line(case),
-                            "device": device, "signature": found.to_json()})
+                            "device": device, "signature": found.to_json(),
+                            # whether its run named a holder chain (runs made before chains did not)
+                            "chains": leak.holder is not None or leak.holder_missing is not None})
     return {"generated_from": sorted(name for name in FIGURE_SOURCES.values() if name in by_name), "entries": entries}
 
 
@@ -82,9 +84,18 @@ def leave_one_out(entries: list[dict[str, Any]], device: str) -> dict[str, Any]:
 
 
 def _rates(rows: dict[str, Any]) -> dict[str, Any]:
+    """The counts rendered in docs/harness.md. ``entry_*``: among the steps whose mechanism has an
+    entry (their ``entry`` names it), how often the first suggestion is that entry;
+    ``no_entry_*``: among those whose mechanism has none (``entry`` None), how often the answer
+    is "resembles no catalog entry closely"."""
     counted = [row for row in rows.values() if row.get("has_sibling", True)]
+    with_entry = [row for row in counted if row.get("entry")]
+    no_entry = [row for row in counted if "entry" in row and row["entry"] is None]
     return {"rows": rows, "counted": len(counted), "first": sum(row["first"] for row in counted),
             "top3": sum(row["top3"] for row in counted), "none_close": sum(not row["suggested"] for row in counted),
+            "entry_counted": len(with_entry),
+            "entry_first": sum(bool(row["suggested"]) and row["suggested"][0][0] == row["entry"] for row in with_entry),
+            "no_entry_counted": len(no_entry), "no_entry_none": sum(not row["suggested"] for row in no_entry),
             "without_sibling": sorted(slug for slug, row in rows.items() if not row.get("has_sibling", True))}
 
 
@@ -93,6 +104,7 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
     the catalog; the family a reader would pick is the module's FAMILY."""
     module = load_script(FRESH_STEPS)
     families: dict[str, str] = dict(module.FAMILY)
+    entries_named: dict[str, str | None] = dict(getattr(module, "ENTRY", {}))
     rows = {}
     for name, family in families.items():
         report: Report = run_script(FRESH_STEPS, name, device, RunOptions())
@@ -100,7 +112,9 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
                  else [Resemblance.from_json(r) for r in report.resembles or []])
         first, any_of_three = _hits(family, found)
         rows[name] = {"family": family, "verdict": report.verdict, "summary": report.summary(),
-                      "signature": report.signature, "device": device,
+                      "signature": report.signature, "device": device, "holder": report.holder,
+                      "holder_missing": report.holder_missing,
+                      **({"entry": entries_named[name]} if name in entries_named else {}),
                       "suggested": [[s.slug, s.family, s.score] for s in found], "first": first, "top3": any_of_three}
         if progress:
             progress(name, rows[name])
@@ -111,8 +125,13 @@ def rematch(summary: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str,
     """The held-out steps' committed signatures matched again against ``entries`` (the catalog as
     it is now), so that the rates rendered always describe the catalog that ships."""
     rows = {}
+    named = dict(getattr(load_script(FRESH_STEPS), "ENTRY", {}))  # the answers as they are now
     for name, row in summary["rows"].items():
+        row = {**{key: value for key, value in row.items() if key != "entry"},
+               **({"entry": named[name]} if name in named else {})}
         mine = Signature.from_json(row["signature"]) if row.get("signature") else None
+        if mine is not None:
+            mine = redecide(mine, row.get("holder"), row.get("holder_missing"))
         found = resemble(mine, entries, device=row.get("device"), shown=SHOWN)
         first, any_of_three = _hits(row["family"], found)
         rows[name] = {**row, "suggested": [[s.slug, s.family, s.score] for s in found], "first": first,

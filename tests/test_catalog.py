@@ -55,10 +55,16 @@ def test_harness_page_is_not_stale():
 def test_a_hand_edit_of_either_generated_page_is_found_stale(tmp_path):
     for name in ("cases", "fixes", "results"):
         shutil.copytree(ROOT / name, tmp_path / name)
-    catalog, harness, signatures = write_pages(tmp_path)
+    catalog, harness, signatures, *entries = write_pages(tmp_path)
     assert (catalog, harness, signatures) == (tmp_path / "CATALOG.md", tmp_path / "docs" / "harness.md",
                                               tmp_path / "leaklab" / "catalog_signatures.json")
+    assert sorted(path.stem for path in entries) == sorted(case.slug for case in CASES)
+    assert all(path.parent == tmp_path / "docs" / "entries" for path in entries)
     assert stale(tmp_path) == []
+    page = tmp_path / "docs" / "entries" / "retain_graph.md"
+    page.write_text(page.read_text().replace("### Use instead", "### Do this (edited by hand)"))
+    assert stale(tmp_path) == [page], "every entry's page is checked like the index"
+    write_pages(tmp_path)
     signatures.write_text(signatures.read_text().replace('"holder": "hook_dict"', '"holder": "cache"'))
     assert stale(tmp_path) == [signatures], "the signatures the tool reads are checked like the pages"
     write_pages(tmp_path)

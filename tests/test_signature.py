@@ -64,5 +64,37 @@ def test_every_output_names_the_entry_it_resembles(reports):
     assert report.resembles and report.resembles[0]["slug"] == "threads_never_joined"
     assert "resembles threads_never_joined" in report.summary()
     data = report.to_json()
-    assert data["resembles"][0]["link"] == "CATALOG.md#threads_never_joined" and data["signature"]["holder"] == "threads"
+    assert data["resembles"][0]["link"] == "docs/entries/threads_never_joined.md" and data["signature"]["holder"] == "threads"
     assert "resembles, in the catalog:" in report.curve()
+
+
+def test_the_family_comes_first_then_the_closest_entry(reports):
+    hooks = signature(reports["hook_partial_per_step"])
+    assert hooks.families == ("registered_callbacks",) and "_forward_hooks" in hooks.why
+    # An entry of another family with the very same signature loses to a less similar one of
+    # the family the evidence named; with no family named, nothing is suggested at all.
+    twin = _entry("twin", "container_keeps_tensors", hooks)
+    sibling = _entry("sibling", "registered_callbacks", Signature(**{**hooks.__dict__, "pattern": "late", "garbage": True}))
+    found = resemble(hooks, [twin, sibling])
+    assert [r.slug for r in found] == ["sibling"] and found[0].why == hooks.why
+    assert resemble(Signature(**{**hooks.__dict__, "families": ()}), [twin, sibling]) == []
+    # A signature kept before holder chains (no families) is ranked against every entry, as before.
+    assert [r.slug for r in resemble(Signature(**{**hooks.__dict__, "families": None}), [twin, sibling])][:1] == ["twin"]
+
+
+def test_every_output_carries_the_holder_chain(reports):
+    from leaklab.cli import answer_lines
+    from leaklab.plugin import failure_line
+
+    report = reports["hook_partial_per_step"]
+    assert report.holder[0]["name"] == "hook_partial_per_step.<locals>.model"
+    assert [link["name"] for link in report.holder[1:]] == ["._forward_hooks", "[*]"]
+    short = "held by hook_partial_per_step.<locals>.model (torch.nn.modules.linear.Linear) -> ._forward_hooks"
+    assert short in report.summary() and short in failure_line(report, "bounded")
+    assert report.to_json()["holder"] == report.holder
+    whole = "hook_partial_per_step.<locals>.model (torch.nn.modules.linear.Linear) -> ._forward_hooks (collections.OrderedDict) -> [*] (functools.partial)"
+    assert f"held by: {whole}" in report.curve()
+    assert f"  held by: {whole}" in answer_lines(report.to_json())
+    opens = reports["opens_files"]  # a descriptor with no Python object: said, not silent
+    assert opens.holder is None and opens.holder_missing.startswith("not found")
+    assert "holder not found" in opens.summary()

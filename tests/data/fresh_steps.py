@@ -13,6 +13,7 @@ nothing behind: no file stays on disk, and the threads it starts are daemons blo
 """
 
 import itertools
+import logging
 import os
 import queue
 import tempfile
@@ -387,6 +388,104 @@ def memmap_kept_for_run(device):
     return step
 
 
+# https://github.com/DIRACGrid/DIRAC/issues/5280 (and tarasko/picows#72)
+# Seen: a service made a child logger per request (getSubLogger / getChild with the request's id);
+# memory rose without bound, since logging's manager keeps every logger ever named in its
+# loggerDict. Fix (there): log through one logger, pass the id as data, not in the name.
+def logger_per_request(device):
+    model = nn.Linear(16, 4).to(device).eval()
+    x = torch.randn(8, 16, device=device)
+    requests = itertools.count()
+    prefix = f"leaklab_fresh.{os.getpid()}.{id(model)}"
+
+    def step():  # serve one request
+        log = logging.getLogger(f"{prefix}.request.{next(requests)}")  # LEAK: a logger per id, kept by logging
+        with torch.no_grad():
+            out = model(x)
+        log.debug("served %d rows", len(out))
+        return {"loggers": float(len(logging.root.manager.loggerDict))}
+
+    return step
+
+
+# https://github.com/PaddleHQ/paddle-python-sdk/issues/144
+# Seen: every Client made without a logger added a new NullHandler to the shared "null_logger";
+# handlers (each with its lock) piled up in logger.handlers, ~5 MB per 10k clients, never freed.
+# Fix (proposed there): configure the handler once, or guard addHandler with hasHandlers().
+class _Client:
+    def __init__(self, name):
+        self.log = logging.getLogger(name)
+        self.log.addHandler(logging.NullHandler())  # LEAK: one more handler on a shared logger per client
+
+
+def handler_per_client(device):
+    model = nn.Linear(16, 4).to(device).eval()
+    x = torch.randn(8, 16, device=device)
+    name = f"leaklab_fresh.null_logger.{os.getpid()}.{id(model)}"
+
+    def step():  # a request that builds its API client, as the SDK's users did
+        client = _Client(name)
+        with torch.no_grad():
+            out = model(x)
+        client.log.debug("scored %d rows", len(out))
+        return {"handlers": float(len(client.log.handlers))}
+
+    return step
+
+
+# https://github.com/gwastro/pycbc/pull/4814
+# Seen: each call set up a worker pool and registered its cleanup with atexit; atexit's reference
+# kept every pool (and what it held) alive until the process ended, so memory grew per call.
+# Fix (merged): close the pool at the end of the call and unregister the atexit callback.
+class _Scorer:
+    def __init__(self, bank):
+        self.bank = bank
+
+    def close(self):
+        self.bank = None
+
+
+def atexit_cleanup_per_call(device):
+    import atexit
+
+    templates = torch.randn(64, 128, device=device)
+
+    def step():  # one bank search: a scorer with its own copy of the templates, cleaned up at exit
+        scorer = _Scorer(templates.clone())
+        atexit.register(scorer.close)  # LEAK: atexit keeps the scorer, and its templates, until exit
+        best = (scorer.bank @ templates[0]).argmax()
+        return {"best": float(best)}
+
+    return step
+
+
+# https://github.com/CodeReclaimers/neat-python/issues/22
+# Seen: the parallel evaluator made a multiprocessing pool per generation and never closed it;
+# memory kept growing with every generation. Fix (given there): pool.close() and pool.join(), or
+# one pool for the whole run.
+def _score(seed):
+    return seed % 7
+
+
+def pool_per_generation(device):
+    import multiprocessing
+
+    model = nn.Linear(16, 1).to(device)
+    x = torch.randn(32, 16, device=device)
+    context = multiprocessing.get_context("fork")
+    pools = []
+
+    def step():  # one generation: score the genomes in a pool, then one update of the model
+        pool = context.Pool(1)
+        pools.append(pool)  # LEAK: never closed or joined: its worker process stays
+        scores = pool.map(_score, range(4))
+        with torch.no_grad():
+            model.weight.add_(1e-3 * sum(scores) * model(x).mean())
+        return {"pools": float(len(pools))}
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -398,6 +497,10 @@ FAMILY = {
     "prefetch_iterator_never_closed": "threads_not_joined",
     "mkstemp_fd_never_closed": "descriptors_not_closed",
     "memmap_kept_for_run": "mapped_files_kept",
+    "logger_per_request": "registry_keeps_objects",
+    "handler_per_client": "registered_callbacks",
+    "atexit_cleanup_per_call": "registered_callbacks",
+    "pool_per_generation": "processes",
 }
 
 RESOURCE = {
@@ -411,4 +514,23 @@ RESOURCE = {
     "prefetch_iterator_never_closed": "threads",
     "mkstemp_fd_never_closed": "open_fds",
     "memmap_kept_for_run": "mapped_file_bytes",
+    "logger_per_request": "python_objects",
+    "handler_per_client": "python_objects",
+    "atexit_cleanup_per_call": "cpu_tensors",
+    "pool_per_generation": "children",
+}
+
+# The catalog entry a reader would pick for each step's mechanism, where one entry plainly fits;
+# None where the catalog has no entry for the mechanism (the right answer is then "resembles no
+# catalog entry closely"); absent where several fit as well (only the family is scored).
+ENTRY = {
+    "metric_state_never_reset": "feature_list",
+    "benchmark_hooks_never_removed": "hook_registered_every_forward",
+    "image_registry_never_pruned": "model_rebuild",
+    "prefetch_iterator_never_closed": "threads_never_joined",
+    "mkstemp_fd_never_closed": "files_opened_in_getitem",
+    "memmap_kept_for_run": "mmap_checkpoints_kept",
+    "logger_per_request": None,        # no entry keeps loggers: logging's own registry
+    "atexit_cleanup_per_call": None,   # no entry registers with atexit
+    "pool_per_generation": None,       # no entry leaves a pool's processes running
 }

@@ -1,0 +1,232 @@
+"""The family of a leak, decided from the evidence: what holds the growth (the holder chain,
+:mod:`leaklab.holders`) and what it holds, else the resource it lives in.
+
+One table, :data:`RULES`, read top to bottom; the first rule whose test says why decides. A rule
+names one family, or two where the evidence cannot tell them apart (workers: a DataLoader's or
+one's own processes); the closest entry is then picked within them (:mod:`leaklab.signature`).
+Where no rule fits, the evidence names no family, and the check says that it resembles no
+catalog entry closely rather than guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from leaklab.chain import Chain, Link
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a report knows about a leak that can decide its family."""
+
+    chain: Chain | None
+    headline: str | None          # the resource the verdict is about
+    growing: frozenset[str]       # every resource that grows
+    garbage: bool = False         # cyclic garbage every step
+
+    @property
+    def links(self) -> list[Link]:
+        return self.chain.links if self.chain is not None and self.chain.found else []
+
+    @property
+    def root(self) -> str:
+        return str(self.links[0]) if self.links else "?"
+
+    @property
+    def held(self) -> Link | None:
+        """What grew: the last link of the chain (before an autograd graph's own link)."""
+        links = [link for link in self.links if link.kind != "graph"]
+        return links[-1] if links else None
+
+
+@dataclass(frozen=True)
+class Rule:
+    families: tuple[str, ...]
+    holder: str                                   # the holder's kind, as a signature keeps it
+    test: Callable[[Evidence], str | None]       # why the rule applies, in a few words, or None
+
+
+_CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defaultdict))\b")
+_HOOKS = re.compile(r"_\w*hooks\w*$|^\.?handlers$|^\.?_?callbacks$")
+_CACHE_KEYS = re.compile(r"^\[(torch\.Tensor|torch\.Size|tuple|torch\.nn\.parameter\.Parameter) key\]$")
+# Names of caches, and IPython's output history (``Out``, ``_oh``, ``_``, ``__``, ``_12``).
+_CACHE_NAMES = re.compile(r"cache|memo|^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$", re.IGNORECASE)
+
+
+def _first(links: list[Link], test: Callable[[Link], bool]) -> Link | None:
+    return next((link for link in links if test(link)), None)
+
+
+def _graph(e: Evidence) -> str | None:
+    link = _first(e.links, lambda link: link.kind == "graph")
+    return f"an autograd graph held by {e.root}, {link.type.removeprefix('graph ')}" if link else None
+
+
+def _saved(e: Evidence) -> str | None:
+    held = e.held
+    if held is not None and held.kind == "tensor" and "saved tensors" in held.what:
+        return f"kept tensors whose graphs still hold saved activations, in {e.root}"
+    return None
+
+
+def _hooks(e: Evidence) -> str | None:
+    # A registry that holds what grew (not the last link: an empty handler list of each new
+    # logger is not a registry that gains entries).
+    link = _first(e.links[:-1], lambda link: bool(_HOOKS.search(link.name.rsplit(".", 1)[-1] if link.name else ""))
+                  or link.what.startswith("signal handler"))
+    if link is not None:
+        return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
+    if e.links and e.links[0].what == "the step" and e.links[0].name.startswith("signal handler"):
+        return f"a {e.links[0].name} that keeps what grows"
+    return None
+
+
+def _lru(e: Evidence) -> str | None:
+    link = _first(e.links, lambda link: link.what.startswith("lru_cache"))
+    return f"a dict inside functools.lru_cache {link.name}" if link else None
+
+
+def _cache(e: Evidence) -> str | None:
+    keyed = _first(e.links, lambda link: bool(_CACHE_KEYS.match(link.name)) or link.what == "key")
+    if keyed is not None:
+        by = keyed.type if keyed.what == "key" else keyed.name.strip("[]").removesuffix(" key")
+        return f"a dict keyed by {by.split(' ')[0]} (a cache by argument)"
+    named = _first(e.links, lambda link: bool(_CACHE_NAMES.search(link.name)))
+    return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None
+
+
+def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
+    """A container that keeps whole objects of ``kinds`` (models, optimizers, a user's records)
+    which hold what grows: a registry, not a list of tensors."""
+    def test(e: Evidence) -> str | None:
+        links = [link for link in e.links if link.kind != "graph"]
+        for i, above in enumerate(links[:-1]):
+            if not (above.kind == "container" or _CONTAINERS.match(above.type)):
+                continue
+            kept = next((link for link in links[i + 1:] if link.kind in kinds), None)
+            if kept is not None:
+                return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
+        held = e.held
+        if held is not None and held.kind in kinds and held.kind != "object":
+            return f"{held.kind}s kept by {e.root}"
+        return None
+    return test
+
+
+def _workers_iterator(e: Evidence) -> str | None:
+    link = _first(e.links, lambda link: "_MultiProcessingDataLoaderIter" in link.type)
+    return f"a DataLoader iterator with worker processes, kept by {e.root}" if link else None
+
+
+def _records_with_cycles(e: Evidence) -> str | None:
+    held = e.held
+    if e.garbage and held is not None and held.kind == "object":
+        return f"records ({held.type.rsplit('.', 1)[-1]}) that make reference cycles every step, kept by {e.root}"
+    return None
+
+
+def _exception(e: Evidence) -> str | None:
+    link = _first(e.links, lambda link: link.kind == "exception")
+    return f"kept exceptions whose frames hold what grows, in {e.root}" if link else None
+
+
+def _container(e: Evidence) -> str | None:
+    held = e.held
+    box = _first(e.links, lambda link: link.kind == "container")
+    if held is None or box is None or held.kind not in ("tensor", "container", "value"):
+        return None
+    return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps every step's {held.type.rsplit('.', 1)[-1]}"
+
+
+def _kind(kind: str, what: str) -> Callable[[Evidence], str | None]:
+    def test(e: Evidence) -> str | None:
+        held = e.held
+        return f"{what} kept by {e.root}" if held is not None and held.kind == kind else None
+    return test
+
+
+def _resource(names: tuple[str, ...], why: str) -> Callable[[Evidence], str | None]:
+    def test(e: Evidence) -> str | None:
+        return why if e.headline in names else None
+    return test
+
+
+def _allocator(e: Evidence) -> str | None:
+    if e.headline == "device_reserved" and "device_allocated" not in e.growing:
+        return "the allocator's reserve grows while allocated memory does not"
+    return None
+
+
+def _heap(e: Evidence) -> str | None:
+    if e.headline == "host_heap" and not e.links:
+        return "the host heap grows with no Python object or tensor to hold it (a native cache or arena)"
+    return None
+
+
+def _garbage(e: Evidence) -> str | None:
+    return "every step leaves reference cycles for the collector" if e.garbage and not e.links else None
+
+
+# First match decides. Memory that grows in child processes is theirs, whatever this process
+# keeps to reach them; otherwise evidence from the objects (the chain) comes before evidence
+# from the resource: a hook dict is a hook dict whatever memory it fills.
+RULES: tuple[Rule, ...] = (
+    Rule(("dataloader_workers", "processes"), "workers",
+         _resource(("shared_memory", "worker_memory", "children"), "what grows lives in child processes")),
+    Rule(("autograd_history",), "autograd_history", _graph),
+    Rule(("registered_callbacks",), "hook_dict", _hooks),
+    Rule(("dataloader_workers",), "workers", _workers_iterator),
+    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer"))),
+    Rule(("cache_by_argument",), "cache", _lru),
+    Rule(("cache_by_argument",), "cache", _cache),
+    Rule(("container_keeps_tensors",), "container", _exception),
+    Rule(("autograd_history",), "autograd_history", _saved),
+    Rule(("cyclic_garbage",), "garbage", _records_with_cycles),
+    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object"))),
+    Rule(("threads_not_joined",), "threads", _kind("thread", "threads")),
+    Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
+    Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),
+    Rule(("container_keeps_tensors",), "container", _container),
+    Rule(("threads_not_joined",), "threads", _resource(("threads",), "threads grow")),
+    Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),
+    Rule(("mapped_files_kept",), "mappings", _resource(("mapped_files", "mapped_file_bytes"), "file mappings grow")),
+    Rule(("allocator_caching",), "allocator", _allocator),
+    Rule(("allocator_caching", "cache_by_argument"), "allocator",
+         _resource(("pinned_host",), "pinned host memory grows (the pinned cache, or blocks kept per size)")),
+    Rule(("cyclic_garbage",), "garbage", _garbage),
+    Rule(("allocator_caching", "cache_by_argument"), "allocator", _heap),
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    families: tuple[str, ...]    # () where the evidence names none
+    holder: str | None
+    why: str
+    bounded: str | None = None   # the holder is bounded by construction: a plateau, not a leak
+
+
+def decide(evidence: Evidence) -> Decision:
+    """The family (or two) the evidence names, and why; ``()`` where it names none."""
+    bounded = _bounded(evidence.links)
+    for rule in RULES:
+        why = rule.test(evidence)
+        if why:
+            return Decision(rule.families, rule.holder, why, bounded)
+    chain = evidence.chain
+    why = (f"held by {chain}" if chain is not None and chain.found
+           else chain.missing if chain is not None and chain.missing else "nothing names what holds it")
+    return Decision((), None, why or "", bounded)
+
+
+def _bounded(links: list[Link]) -> str | None:
+    link = _first(links, lambda link: bool(re.search(r"\((maxlen|maxsize)=\d+\)", link.type + link.what)))
+    if link is None:
+        return None
+    size = re.search(r"(maxlen|maxsize)=\d+", link.type + link.what)
+    return f"{link.name or link.type.split(' ')[0]} is bounded by construction ({size.group(0)}): a plateau, not a leak"
+
+
+__all__ = ["Decision", "Evidence", "RULES", "Rule", "decide"]

@@ -1,0 +1,162 @@
+"""The holder chain: from a root a user can name to what grew, found from the objects themselves."""
+
+import functools
+import gc
+import time
+
+import torch
+
+from leaklab.chain import Chain
+from leaklab.families import Evidence, decide
+from leaklab.holders import holder_chain
+
+
+class Thing:
+    pass
+
+
+KEPT: list = []
+
+
+def _frozen(build):
+    """What the check sees: everything alive frozen at the baseline, what grew made after it."""
+    gc.collect()
+    gc.freeze()
+    try:
+        return build()
+    finally:
+        gc.unfreeze()
+
+
+def _types(chain: Chain) -> list[str]:
+    return [link.type.rsplit(".", 1)[-1] for link in chain.links]
+
+
+def test_a_module_global_list():
+    def build():
+        KEPT.append(Thing())
+        return holder_chain([KEPT[-1]])
+
+    try:
+        chain = _frozen(build)
+    finally:
+        KEPT.clear()
+    assert chain.found, chain.missing
+    assert chain.links[0].what == "module global" and chain.links[0].name.endswith("test_holders.KEPT")
+    assert _types(chain) == ["list", "Thing"]
+    # A list that keeps whole objects (not tensors, not values) is a registry.
+    assert decide(Evidence(chain, "python_objects", frozenset())).families == ("registry_keeps_objects",)
+
+
+def make_step():
+    history = []
+
+    def step():
+        history.append({"loss": torch.zeros(1)})
+    return step
+
+
+def test_a_closure_list_names_the_factorys_variable():
+    step = make_step()
+
+    def build():
+        step()
+        return holder_chain([step.__closure__[0].cell_contents[-1]["loss"]])
+
+    chain = _frozen(build)
+    assert chain.found, chain.missing
+    assert (chain.links[0].what, chain.links[0].name) == ("closure cell", "make_step.<locals>.history")
+    assert _types(chain) == ["list", "dict", "Tensor"]
+    assert chain.links[-1].kind == "tensor" and chain.links[-1].name == "['loss']"
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset()))
+    assert decision.families == ("container_keeps_tensors",) and "make_step.<locals>.history" in decision.why
+
+
+@functools.cache
+def cached_thing(key):
+    return Thing()
+
+
+@functools.lru_cache(maxsize=16)
+def bounded_thing(key):
+    return Thing()
+
+
+def test_a_dict_inside_an_lru_cache():
+    chain = _frozen(lambda: holder_chain([cached_thing(("shape", 3))]))
+    cached_thing.cache_clear()
+    assert chain.found, chain.missing
+    assert chain.links[0].what == "lru_cache (maxsize=None)" and chain.links[0].name.endswith("cached_thing")
+    assert _types(chain)[0] == "_lru_cache_wrapper (maxsize=None)" and _types(chain)[-1] == "Thing"
+    decision = decide(Evidence(chain, "python_objects", frozenset()))
+    assert decision.families == ("cache_by_argument",) and decision.bounded is None
+    bounded = _frozen(lambda: holder_chain([bounded_thing(("shape", 4))]))
+    bounded_thing.cache_clear()
+    assert "maxsize=16" in decide(Evidence(bounded, "python_objects", frozenset())).bounded
+
+
+NET = None
+
+
+def test_a_hook_dict():
+    global NET
+    NET = torch.nn.Linear(2, 2)
+
+    def build():
+        NET.register_forward_hook(functools.partial(print))
+        return holder_chain([list(NET._forward_hooks.values())[-1]])
+
+    try:
+        chain = _frozen(build)
+    finally:
+        NET = None
+    assert chain.found, chain.missing
+    assert chain.links[0].name.endswith("test_holders.NET") and chain.links[0].kind == "module"
+    assert [link.name for link in chain.links[1:]] == ["._forward_hooks", "[*]"]
+    assert _types(chain) == ["Linear", "OrderedDict", "partial"]
+    assert decide(Evidence(chain, "python_objects", frozenset())).families == ("registered_callbacks",)
+
+
+def test_a_huge_graph_stops_in_time_and_says_so():
+    # What grew sits at the bottom of 200,000 nested lists held only by this frame (never a root):
+    # an unbounded walk would scan every object once per level, for minutes.
+    thing = Thing()
+    node = [thing]
+    for _ in range(200_000):
+        node = [node]
+    scan = time.perf_counter()
+    gc.get_referrers(thing)  # one scan of every object, as each level of the walk makes
+    scan = time.perf_counter() - scan
+    gc.collect()
+    gc.freeze()
+    try:
+        start = time.perf_counter()
+        chain = holder_chain([thing], seconds=0.05, max_depth=10**9, max_objects=10**9)
+        elapsed = time.perf_counter() - start
+    finally:
+        gc.unfreeze()
+    assert not chain.found and chain.missing.startswith("not found in time"), chain
+    assert elapsed < 0.05 + 10 * scan, f"the walk took {elapsed:.3f} s, one scan {scan:.4f} s"
+    assert decide(Evidence(chain, "python_objects", frozenset())).families == ()
+    del node
+
+
+def test_nothing_that_python_can_see():
+    chain = _frozen(lambda: holder_chain([Thing()]))  # held by nothing but the walk's own list
+    assert not chain.found and "cannot see" in chain.missing
+
+
+def test_a_watched_loop_names_its_own_list():
+    import leaklab
+
+    history = []
+    with leaklab.watch(warmup=3, steps=30) as w:
+        for _ in range(33):
+            history.append(torch.zeros(256))
+            w.step()
+    report = w.report
+    assert report.verdict == "grows", report.summary()
+    assert report.holder and report.holder[0]["name"] == "test_a_watched_loop_names_its_own_list(): history"
+    assert [link["kind"] for link in report.holder] == ["container", "tensor"]
+    assert "held by test_a_watched_loop_names_its_own_list(): history (list)" in report.summary()
+    assert report.to_json()["holder"] == report.holder
