@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 OUT="results/cpu-torch$TORCH.json"
 SECONDS=0
-python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" --leaklab-results "$OUT" --benchmark-json /tmp/leaklab-cpu-bench.json "$@" \
+python3 -m pytest -q -p no:cacheprovider -m "(slow or not slow) and not models" --leaklab-results "$OUT" --benchmark-json /tmp/leaklab-cpu-bench.json "$@" \
   --deselect tests/test_catalog.py::test_catalog_is_not_stale || true
 echo "cpu suite wall time: ${SECONDS}s"
 python3 - "$OUT" "$*" <<'PY'
