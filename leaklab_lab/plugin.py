@@ -108,6 +108,18 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--leaklab-results: {exc}") from None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The real-model corpus runs only where its marker is asked for by name (``-m models``,
+    ``-m "models and cuda"``): ``-m cuda``, the GPU suite, replaces the default ``-m`` and would
+    otherwise take in the corpus's realistic CUDA steps (minutes, and library crashes of their own)."""
+    if "models" in (config.getoption("markexpr", "") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("models") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("models")])
+        items[:] = kept
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     reason = marks.skip_reason(item)
     if reason:

@@ -168,3 +168,19 @@ def test_harness_renders_the_comparisons_of_repeated_runs() -> None:
         assert f"{len(gate['runs'])} runs" in line and f"{len(gate['flips'])} flip(s) of {gate['compared']}" in line
         assert all(f"`{flip['what']}`" in line for flip in gate["flips"])
         assert all(f"`{name}`" in line for run in gate["runs"] for name in run["wrong"])
+
+
+def test_the_gpu_suite_leaves_the_corpus_out_unless_asked_for_by_name():
+    """`pytest -m cuda` replaces the default -m: the corpus's CUDA steps must not ride along (they
+    took the H200 suite past its time limit); `-m "models and cuda"` still selects them."""
+    import subprocess
+    import sys
+
+    def collected(expression: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "-m", expression, "tests/test_real_models.py"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent.parent)
+        return done.stdout
+
+    assert "test_real_model[" not in collected("cuda")
+    assert "test_real_model[lora-idiom-cuda]" in collected("models and cuda")
