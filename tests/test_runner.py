@@ -129,7 +129,8 @@ def _heap_run(size: int, **step):
 
 def test_a_c_heap_leak_of_256_bytes_a_step_grows_after_the_long_pass():
     report = _heap_run(256)
-    assert report.crept == ["host_heap"] and report.long_pass_steps == RunOptions().creep_steps
+    # (the summary says which way it went where this fails: it failed once in ~8 runs under -n 2, see the notes)
+    assert report.crept == ["host_heap"] and report.long_pass_steps == RunOptions().creep_steps, report.summary()
     assert len(report.resources["host_heap"].samples) == 21 + report.confirmed_steps + report.long_pass_steps
     assert report.verdict == GROWS, report.summary()
     assert 256 <= report.resources["host_heap"].per_step_bytes <= 2 * 256
