@@ -64,6 +64,7 @@ pytest_seconds=$(seconds_since "$suite")
 second_seconds=$(seconds_since "$second")
 echo "test command: $second_seconds s (pip install -e '.[test]' $test_install_seconds s, pytest -n 2 $pytest_seconds s, exit $pytest_status)" >&2
 tail -n 1 "$work/pytest.out" >&2
+grep "^FAILED" "$work/pytest.out" >&2  # which tests failed, not only how many
 uptime_after=$(uptime)
 
 torch_version=$(python3 -c "import torch; print(torch.__version__)" 2>/dev/null || echo unknown)
@@ -92,6 +93,12 @@ def last_line(name: str) -> str:
     return lines[-1].strip("= ") if lines else ""  # pytest's closing line without its rule
 
 
+def failed(name: str) -> list[str]:
+    """pytest's FAILED lines: which tests failed, not only how many."""
+    path = os.path.join(env["work"], name)
+    return [line.strip() for line in open(path) if line.startswith("FAILED")] if os.path.exists(path) else []
+
+
 cores = len(os.sched_getaffinity(0))
 before = load(env["uptime_before"])
 model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
@@ -110,7 +117,8 @@ result = {
         {"command": "pip install -e '.[test]' && python3 -m pytest -n 2", "seconds": float(env["second_seconds"]),
          "parts": {"pip install -e '.[test]'": float(env["test_install_seconds"]),
                    "python3 -m pytest -n 2": float(env["pytest_seconds"])},
-         "exit": exit_code(env["test_install_status"], env["pytest_status"]), "last_line": last_line("pytest.out")},
+         "exit": exit_code(env["test_install_status"], env["pytest_status"]), "last_line": last_line("pytest.out"),
+         "failed": failed("pytest.out")},
     ],
 }
 with open(sys.argv[1], "w") as handle:
