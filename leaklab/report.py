@@ -204,8 +204,7 @@ class Report:
 
     @property
     def median_step_seconds(self) -> float | None:
-        times = sorted(self.step_seconds)
-        return times[len(times) // 2] if times else None
+        return median_seconds(self.step_seconds)
 
     @property
     def exit_code(self) -> int:
@@ -428,6 +427,12 @@ class Report:
         }
         data.update((key, value) for key, value in self.labels.items() if key not in data)
         return data
+
+
+def median_seconds(step_seconds: list[float]) -> float | None:
+    """The step time a report gives (the upper median), also what its hours to run out are computed from."""
+    times = sorted(step_seconds)
+    return times[len(times) // 2] if times else None
 
 
 def device_name(device: str) -> str:

@@ -42,7 +42,7 @@ from leaklab import resources as known
 from leaklab.children import stop_children
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.release import stuck_workers_stopped
-from leaklab.report import Report, ResourceResult
+from leaklab.report import Report, ResourceResult, median_seconds
 from leaklab.series import Series, Step, call_step
 from leaklab.timelimit import StepTimeout, TimeLimit
 from leaklab.verdict import (
@@ -226,7 +226,8 @@ class _Run:
     budget: dict[str, int | None]
     step: Step | None = None
     before: dict[str, int] = field(default_factory=dict)  # read before the step was built
-    built: dict[str, int] = field(default_factory=dict)   # read just after: the budget counts from here
+    built: dict[str, int] = field(default_factory=dict)   # read just after: warm-up's first reading
+    budget_from: dict[str, int] = field(default_factory=dict)  # where each budget counts from (built, or after a jump)
     done: int = 0                      # steps run so far, warm-up included
     failed_step: int | None = None     # the step running now: the one that failed, if one does
     stage: str | None = None
@@ -293,7 +294,7 @@ class _Run:
             series.add(sample, probe, seconds)
             if self.options.progress and not quiet:
                 self.options.progress(i + 1, count, sample)
-            over = over_budget(series.last(), self.built, self.budget)
+            over = over_budget(series.last(), self.budget_from, self.budget)
             if over and self.jumped(series, over):
                 continue  # one jump, not growth: the budget counts again from after it
             if over:
@@ -309,8 +310,8 @@ class _Run:
         if name in self.budget_moved or series.count < 2 or values[series.count - 1] - values[series.count - 2] < limit / 2:
             return False
         last = series.last()[name]
-        self.budget_moved[name] = f"{name} jumped by {known.get(name).format(last - self.built[name])} at step {self.done}"
-        self.built = {**self.built, name: last}
+        self.budget_moved[name] = f"{name} jumped by {known.get(name).format(last - self.budget_from[name])} at step {self.done}"
+        self.budget_from = {**self.budget_from, name: last}
         return True
 
     def run_steps(self, count: int) -> None:
@@ -342,9 +343,8 @@ class _Run:
         """The report of this run, built once, at its end."""
         verdicts, series, options = self.verdicts, self.series, self.options
         per_step: dict[str, Any] = series.per_step() if verdicts else {}
-        times = sorted(per_step.get("step_seconds", ()))
         resources = results(verdicts, self.probe.watched, self.before, self.probe.device, options.exhaust_at,
-                            times[len(times) // 2] if times else None) if verdicts else {}
+                            median_seconds(per_step["step_seconds"])) if verdicts else {}
         return Report(
             device=self.probe.device, steps=options.steps, warmup=options.warmup, name=options.name,
             resources=resources, **per_step, **self.found, failed_step=self.failed_step, stage=self.stage,
@@ -377,7 +377,7 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
         probe.settle(clear_workspaces=True)
         run.before = probe.sample()
         run.step = _build(factory, device)
-        run.built = probe.sample()
+        run.built = run.budget_from = probe.sample()
         watcher = censuses = None
         try:
             censuses = _passes(run)

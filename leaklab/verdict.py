@@ -461,7 +461,7 @@ class _Stage:
     records: Records | None = None
 
 
-def _measured(history: Sequence[Done], watched: Sequence[Resource]) -> _Stage:
+def _measured_stage(history: Sequence[Done], watched: Sequence[Resource]) -> _Stage:
     """The measured series the verdicts stand on: the last one, except where a re-measured series
     stopped (a step failed in it): then each series that made the jump it was measured again for
     is judged on the new readings where there are enough of them, and every other series on the
@@ -566,10 +566,10 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
     last = history[-1]
     if last.kind == WARMUP:
         if last.over_budget:
-            return _final(_measured(history, watched))
+            return _final(_measured_stage(history, watched))
         return Pass(MEASURED, plan.steps)
     if last.kind in (MEASURED, REMEASURED):
-        stage = _measured(history, watched)
+        stage = _measured_stage(history, watched)
         if last.over_budget or last.stopped:
             return _final(stage)
         restarts = sum(done.kind == REMEASURED for done in history)
@@ -580,7 +580,7 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
         if plan.confirm and (needs_confirmation(stage.first, watched) or stage.crept):
             return Pass(CONFIRMATION, plan.confirm_steps, growing=tuple(growing(stage.first, watched)))
         return _final(stage)
-    stage = _measured(history, watched)
+    stage = _measured_stage(history, watched)
     start = stage.count - 1
     if last.kind == CONFIRMATION:
         stage = _as_records(_confirmed(stage, last, watched, plan), last, watched, plan)

@@ -121,7 +121,7 @@ class Watch:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
         from leaklab.measure import device_counters, format_exception, live_children
-        from leaklab.report import Report
+        from leaklab.report import Report, median_seconds
         from leaklab.runner import BadInput, describe_failure, leftover, resemble, results
         from leaklab.verdict import Verdicts, judge
 
@@ -140,9 +140,8 @@ class Watch:
                 readings = {name: series.series(name) for name in series.names}
                 verdicts = Verdicts(judge(readings, probe.watched, self._stopped_by_budget), readings, 0, series.count)
                 found.update(series.per_step())
-                times = sorted(found["step_seconds"])
                 found["resources"] = results(verdicts, probe.watched, self._before, self.device,
-                                             self.options.exhaust_at, times[len(times) // 2] if times else None)
+                                             self.options.exhaust_at, median_seconds(found["step_seconds"]))
                 if any(r.kind.judged and r.verdict in ("grows", "plateau") for r in found["resources"].values()):
                     # what holds it, while the collector lists only what came since
                     from leaklab import growth, holders
