@@ -63,7 +63,6 @@ def _watch(thread: int, done: threading.Event, stopped: list[int]) -> None:
                         worker.terminate()
                         stopped.append(worker.pid)
             waiting = None
-    waiting = None
 
 
 def _shutting_down(frame: FrameType | None) -> Any:
