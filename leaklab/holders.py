@@ -28,6 +28,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
+from leaklab import growth
 from leaklab.chain import (
     FILE_MAPS,
     Chain,
@@ -437,12 +438,10 @@ def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str]
                       deadline: float, seeds: list[tuple[str, str, Any]]) -> Chain | None:
     """The chain to the step's container that got longest (what it gains need not be tracked by
     the collector: bytes, numbers), with a link for what it gains."""
-    longer = [(after.sizes[path] - before.sizes[path], path) for path in after.sizes
-              if path in before.sizes and after.ids[path] == before.ids[path]
-              and after.sizes[path] - before.sizes[path] >= steps]
-    if not longer:
+    longer_ones = growth.longer(before, after, steps)
+    if not longer_ones:
         return None
-    _, path = max(longer)
+    _, path = longer_ones[0]
     container = after.containers[path]
     chain = holder_chain([container], named, [*ignore, after.containers], seconds=max(deadline - time.perf_counter(), 0.05),
                          seeds=seeds)

@@ -121,6 +121,7 @@ class Report:
     records: dict[str, Any] | None = None  # growth settled as a record of plain data (leaklab.verdict.records)
     crept: list[str] = field(default_factory=list)           # resources that crept under their floor (long pass)
     long_pass_steps: int = 0           # steps of the long pass (0: none was needed)
+    filled: dict[str, Any] | None = None  # growth held in bounded containers, watched until full (verdict.fills)
     pass_stopped: str | None = None    # a pass the check added that the step could not run through, and why
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
@@ -279,6 +280,9 @@ class Report:
             line += f"; uncertain: the confirmation pass changed {', '.join(changes)}"
         if self.crept:
             line += f"; {', '.join(self.crept)} watched {self.long_pass_steps} more steps (a long pass)"
+        if self.filled:
+            line += (f"; held in {self.filled['what']}, bounded by construction: watched {self.filled['steps']} more "
+                     f"steps, until it was full" + ("" if self.filled["resources"] else ", and it still grows"))
         if self.pass_stopped:
             line += f"; {self.pass_stopped} (judged on the steps before it)"
         site = self.leak_site
@@ -389,6 +393,7 @@ class Report:
             # Absent from runs made before the long pass (and from runs that needed none).
             **({"crept": self.crept} if self.crept else {}),
             **({"long_pass_steps": self.long_pass_steps} if self.long_pass_steps else {}),
+            **({"filled": self.filled} if self.filled else {}),
             **({"pass_stopped": self.pass_stopped} if self.pass_stopped else {}),
             "garbage": self.garbage,
             "median_step_seconds": self.median_step_seconds,
@@ -454,7 +459,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "changed", "records", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history",
+           "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "pass_stopped", "garbage", "counters", "history",
            "growth", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 

@@ -357,6 +357,8 @@ class _Run:
             long_pass_steps=verdicts.long_pass_steps if verdicts else 0,
             changed={name: [before, after] for name, before, after in verdicts.changed} if verdicts else {},
             records=_records_json(verdicts.records) if verdicts and verdicts.records else None,
+            filled={"what": verdicts.filled.what, "steps": verdicts.fill_steps, "resources": list(verdicts.fill_settled)}
+            if verdicts and verdicts.filled else None,
             phase_seconds=self.phase_seconds, before_build=self.before)
 
 
@@ -453,15 +455,16 @@ def _passes(run: _Run) -> _Censuses | None:
             start = series.count
             with run.added_pass(decision.kind):
                 run.measure(series, decision.steps, start=CONTINUE)
-            plain = None
+            plain = filling = None
             if run.pass_stopped:
                 censuses = None
             elif censuses.before is not None:  # taken before anything of the check's is made
                 censuses.after = censuses.take(run.step, probe, first=False)
-                if censuses.cover({"objects"}):  # what grew in Python objects, where it is all plain data
+                if censuses.cover({"objects"}):  # what grew in Python objects: all plain data? all in bounded containers?
                     plain = growth.plain_growth(censuses.before, censuses.after, censuses.steps)
+                    filling = growth.filling(censuses.before, censuses.after, censuses.steps)
             done = Done(decision.kind, _readings(series, start), stopped=run.pass_stopped is not None,
-                        over_budget=run.over_budget, plain=plain)
+                        over_budget=run.over_budget, plain=plain, filling=filling)
             history.append(done)
         else:
             history.append(_long_pass(run, decision))

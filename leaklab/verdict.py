@@ -50,6 +50,12 @@ and reads, it decides nothing):
              like a leak (:attr:`Resource.long_growth`: ``python_objects``, a dataset's per-item
              objects), held to the same test.
 
+5. a fill pass, where what grows is held only in containers bounded by construction (a ``deque``
+   with ``maxlen``, an ``lru_cache`` with ``maxsize``) that a census around the confirmation saw
+   getting longer (:func:`fills`): the series are continued until the slowest of them is full,
+   then for the steps asked for; a series flat over those last steps is a ``plateau`` (it rose
+   while the container filled, then stopped), one still rising grows.
+
 A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
 verdicts are those of the series before it (of a re-measured series that stopped, only the series
 that made the jump are judged on its readings, where it has enough).
@@ -294,11 +300,12 @@ def one_jump(samples: list[float], resource: Resource) -> int | None:
 # or the final verdicts. Series in, decision out: no probe, clock or report.
 
 WARMUP, MEASURED, REMEASURED = "warm-up", "measured", "re-measured series"
-CONFIRMATION, LONG_PASS = "confirmation", "long pass"
+CONFIRMATION, LONG_PASS, FILL = "confirmation", "long pass", "fill pass"
 MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 CREEP_STEPS_MAX = 400   # a long pass is at most this long
+FILL_STEPS_MAX = 400    # a bounded container is filled by a pass of at most this many steps (more: it grows until then)
 HORIZON = 1_000_000     # steps: a record of plain data is judged by what it holds after this many
 EXPLAINED = 2.0         # a record explains growth of at most this many times its own objects or bytes
 HORIZON_BUDGET = 1 * GiB  # ... and is a leak only past this (a few numbers a step for a million steps: ~100 MB)
@@ -354,6 +361,7 @@ class Done:
     stopped: bool = False
     over_budget: str | None = None
     plain: PlainData | None = None   # what grew in Python objects, where it is all plain data (a census)
+    filling: Filling | None = None   # what grew in Python objects, where it is all in bounded containers (a census)
 
     @property
     def count(self) -> int:
@@ -368,6 +376,15 @@ class PlainData:
     what: str
     bytes_per_step: float
     objects_per_step: float = 0.0
+
+
+@dataclass(frozen=True)
+class Filling:
+    """Growth held only in containers bounded by construction, as a census found it: the slowest
+    to fill (``what``: its path, kind and bound) and the steps until it is full at the rate seen."""
+
+    what: str
+    steps_to_full: int
 
 
 @dataclass(frozen=True)
@@ -400,6 +417,9 @@ class Verdicts:
     long_pass_steps: int = 0
     records: Records | None = None
     changed: tuple[tuple[str, str, str], ...] = ()   # (resource, before, after) for each uncertain one
+    filled: Filling | None = None    # growth held in bounded containers, watched until they were full
+    fill_steps: int = 0
+    fill_settled: tuple[str, ...] = ()  # ... and the resources that were flat once they were
 
 
 def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None) -> dict[str, Trend]:
@@ -540,6 +560,33 @@ def _as_records(stage: _Stage, confirmation: Done, watched: Sequence[Resource], 
     return dataclasses.replace(stage, trends=trends, records=found)
 
 
+def fills(trends: Mapping[str, Trend], watched: Sequence[Resource], filling: Filling | None) -> bool:
+    """Whether what grows can be a bounded container filling: every growing resource is one a
+    container's contents count in (tensors, Python objects, the heap: never threads, descriptors,
+    mappings or workers), and a census found all the new objects in containers bounded by
+    construction, full within :data:`FILL_STEPS_MAX` steps."""
+    names = growing(trends, watched)
+    by_name = {r.name: r for r in watched}
+    return (filling is not None and bool(names) and filling.steps_to_full <= FILL_STEPS_MAX
+            and all(by_name[name].census == "objects" for name in names))
+
+
+def _filled(stage: _Stage, fill: Done, since: int, watched: Sequence[Resource]) -> dict[str, Trend]:
+    """The verdicts after a fill pass: a series that is flat over the pass's last steps, once the
+    container was full, rose while it filled and then stopped (a plateau, its rise over the whole
+    series); one still rising keeps its verdict. A pass a step failed in changes nothing."""
+    trends = dict(stage.trends)
+    if fill.stopped:
+        return trends
+    for name, values in fill.readings.items():
+        resource = next(r for r in watched if r.name == name)
+        whole = stage.series[name] + list(values)
+        tail = whole[len(stage.series[name]) - 1 + since:]
+        if len(tail) >= MIN_READINGS and decide(tail, resource).verdict != GROWS:
+            trends[name] = dataclasses.replace(decide(whole, resource), verdict=PLATEAU)
+    return trends
+
+
 def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], start: int) -> tuple[dict, dict]:
     """The verdicts after a long pass: each series it watched, decided on the whole of it (without
     the floor for a creep) and held to its rate through the pass (:func:`confirm_creep`)."""
@@ -564,7 +611,10 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
        after warm-up) is measured again from a new baseline, at most :data:`RESTARTS` times.
     3. Where any verdict is not a clear bounded, or a noisy series crept up under its floor, a
        confirmation pass continues the series and the verdicts are decided again on all of it.
-    4. Where nothing grows but a series crept, or what grows is only counters a lazily filled cache
+    4. Where what grows is held only in bounded containers that fill within :data:`FILL_STEPS_MAX`
+       steps (:func:`fills`), the growing series are continued until they are full and then for the
+       steps asked for (a fill pass), and decided on those last steps (:func:`_filled`).
+    5. Where nothing grows but a series crept, or what grows is only counters a lazily filled cache
        makes rise (:attr:`Resource.long_growth`), those series alone are continued through a long
        pass, which may end once they all stalled.
     """
@@ -591,10 +641,19 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
         stage = _as_records(_confirmed(stage, last, watched, plan), last, watched, plan)
         if last.stopped or last.over_budget or not plan.confirm:
             return _final(stage)
+        if fills(stage.trends, watched, last.filling):
+            return Pass(FILL, last.filling.steps_to_full + plan.steps, resources=tuple(growing(stage.trends, watched)),
+                        why=last.filling.what, since=last.filling.steps_to_full)
         longer = stage.crept if not growing(stage.trends, watched) else growing_alone(stage.trends, watched)
         if longer:
             return Pass(LONG_PASS, plan.creep_steps, resources=tuple(longer), since=start)
         return _final(stage)
+    if last.kind == FILL:
+        stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
+        trends = _filled(stage, last, history[-2].filling.steps_to_full, watched)
+        settled = tuple(name for name in last.readings if trends[name].verdict != stage.trends[name].verdict)
+        return dataclasses.replace(_final(dataclasses.replace(stage, trends=trends)),
+                                   filled=history[-2].filling, fill_steps=last.count, fill_settled=settled)
     if last.kind == LONG_PASS:
         stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
         trends, series = _long_passed(stage, last, watched, start)
@@ -610,6 +669,6 @@ def _final(stage: _Stage) -> Verdicts:
                     stage.uncertain, (), stage.confirmed_steps, records=stage.records, changed=changed)
 
 
-__all__ = ["BOUNDED", "CONFIRMATION", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "VERDICTS",
-           "WARMUP", "Done", "Pass", "Plan", "Trend", "Verdicts", "confirm", "confirm_creep", "creeps", "decide",
-           "decide_truncated", "format_bytes", "judge", "next_pass", "one_jump", "scatter", "theil_sen_slope", "thin"]
+__all__ = ["BOUNDED", "CONFIRMATION", "FILL", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "VERDICTS",
+           "FILL_STEPS_MAX", "WARMUP", "Done", "Filling", "Pass", "Plan", "Trend", "Verdicts", "confirm", "confirm_creep", "creeps", "decide",
+           "decide_truncated", "fills", "format_bytes", "judge", "next_pass", "one_jump", "scatter", "theil_sen_slope", "thin"]

@@ -4,13 +4,17 @@ comes next, or the final verdicts. Each test is the series that motivated its ru
 from leaklab import resources
 from leaklab.verdict import (
     CONFIRMATION,
+    FILL,
+    FILL_STEPS_MAX,
     GROWS,
     LONG_PASS,
     MEASURED,
+    PLATEAU,
     REMEASURED,
     RESTARTS,
     WARMUP,
     Done,
+    Filling,
     Pass,
     Plan,
     Verdicts,
@@ -136,3 +140,23 @@ def test_a_creep_that_the_confirmation_turns_into_growth_is_reported_not_as_unce
                                    "host_heap": [CREEP[-1] + 400_000 * i for i in range(1, 11)]})]
     decision = next_pass(history, WATCHED, PLAN)
     assert decision.trends["host_heap"].verdict == GROWS and decision.uncertain == ()
+
+
+def test_growth_held_in_a_bounded_container_is_watched_until_it_is_full_and_decided_after():
+    # A deque(maxlen=60) of each step's 2 KiB output, 35 held after the confirmation: 25 steps to go.
+    deque = Filling("recent (deque, maxlen=60, 35 held)", 25)
+    confirmed = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK)),
+                 Done(CONFIRMATION, {"cpu_tensors": [LEAK[-1] + 2048 * i for i in range(1, 11)], "host_heap": FLAT[:10]},
+                      filling=deque)]
+    decision = next_pass(confirmed, WATCHED, PLAN)
+    assert decision == Pass(FILL, 25 + 20, resources=("cpu_tensors",), why=deque.what, since=25)
+    top = LEAK[-1] + 2048 * 10
+    full = [top + 2048 * i for i in range(1, 26)] + [top + 2048 * 25] * 20
+    settled = next_pass([*confirmed, Done(FILL, {"cpu_tensors": full})], WATCHED, PLAN)
+    assert settled.trends["cpu_tensors"].verdict == PLATEAU and settled.fill_settled == ("cpu_tensors",)
+    still = next_pass([*confirmed, Done(FILL, {"cpu_tensors": [top + 2048 * i for i in range(1, 46)]})], WATCHED, PLAN)
+    assert still.trends["cpu_tensors"].verdict == GROWS and still.fill_settled == ()
+    # No pass where a container has no bound, or fills too slowly to watch: the growth stands.
+    for filling in (None, Filling("recent (deque, maxlen=100000, 35 held)", FILL_STEPS_MAX + 1)):
+        done = [*confirmed[:2], Done(CONFIRMATION, confirmed[2].readings, filling=filling)]
+        assert next_pass(done, WATCHED, PLAN).trends["cpu_tensors"].verdict == GROWS
