@@ -12,13 +12,13 @@ import torch
 from leaklab import resources as known
 from leaklab.attribution import Site
 from leaklab.chain import Chain, chain_from_json
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
+from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, STOPPED, Trend, format_bytes
 
 # The exit codes of `leaklab check` (and the meaning of a report for a CI), in one place.
 EXIT_BOUNDED = 0       # nothing grows, nothing was left behind
 EXIT_LEAK = 1          # a resource grows, or the step left child processes running
 EXIT_BAD_INPUT = 2     # usage, file, factory: nothing was measured
-EXIT_STEP_FAILED = 3   # the step raised, called sys.exit, was interrupted or timed out
+EXIT_STEP_FAILED = 3   # the step raised, called sys.exit, was interrupted or timed out; or no verdict (stopped)
 EXIT_PLATEAU = 4       # memory rose, then stopped (a bounded cache): not a leak, worth knowing
 
 # The phases of a run up to its verdict (the rest name what grows, attribute it, check the release).
@@ -152,7 +152,7 @@ class Report:
         if self.error is not None:
             return RAISES
         verdicts = {r.verdict for r in self._judged()}
-        for candidate in (GROWS, PLATEAU):
+        for candidate in (GROWS, STOPPED, PLATEAU):
             if candidate in verdicts:
                 return candidate
         return BOUNDED
@@ -210,7 +210,7 @@ class Report:
     @property
     def exit_code(self) -> int:
         """What this report means to a CI: see the EXIT_* codes above."""
-        if self.verdict == RAISES:
+        if self.verdict in (RAISES, STOPPED):
             return EXIT_STEP_FAILED
         if self.verdict == GROWS or self.children_left:
             return EXIT_LEAK
@@ -262,6 +262,9 @@ class Report:
                 line += f" ({severity})"
         elif self.verdict == PLATEAU:
             line += f": rose {result.kind.format(result.trend.rise_bytes)}, then flat"
+        elif self.verdict == STOPPED:
+            line += (f": it rose {result.kind.format(result.trend.rise_bytes)} and passed its budget, but not step after "
+                     "step, so there is no verdict (a safety stop, not a leak found)")
         if self.records:
             found = self.records
             line += (f"; {', '.join(found['resources'])} keep(s) a record of plain data ({found['what']}): "
@@ -272,7 +275,7 @@ class Report:
             line += f"; also {', '.join(others)}"
         if self.budget_moved:
             line += f"; {', '.join(self.budget_moved)}: a jump, not growth (its budget counts from there)"
-        if self.stopped_by_budget:
+        if self.stopped_by_budget and self.verdict != STOPPED:
             line += f"; stopped: {self.stopped_by_budget} passed its budget" + (" in warm-up" if self.stopped_in_warmup else "")
         if self.uncertain:
             changes = [f"{name} from {self.changed[name][0]} to {self.changed[name][1]}" if name in self.changed else name
@@ -296,7 +299,7 @@ class Report:
         if named and self.verdict == GROWS and site is None:
             line += f"; {named[0]}"
         held = self.holder_chain()
-        if held is not None and self.verdict in (GROWS, PLATEAU):
+        if held is not None and self.verdict in (GROWS, PLATEAU, STOPPED):
             line += f"; held by {held.short()}" if held.found else f"; {held.short()}"
         if self.children_left:
             line += f"; left {self.children_left} child process(es) running, now stopped ({'; '.join(self.children[:2])})"

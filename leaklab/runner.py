@@ -52,6 +52,7 @@ from leaklab.verdict import (
     MEASURED,
     MIN_READINGS,
     REMEASURED,
+    STOPPED,
     WARMUP,
     Done,
     Pass,
@@ -314,6 +315,19 @@ class _Run:
         self.budget_from = {**self.budget_from, name: last}
         return True
 
+    def steps_allowed(self, count: int) -> int:
+        """How many of ``count`` extra steps (attribution's, naming's) the check may run: all of
+        them, except after a budget stop, where the resource that passed its budget may grow by one
+        more budget at most, at the rate its verdict gives. The biggest leaks still get named."""
+        trend = self.verdicts.trends.get(self.over_budget) if self.verdicts and self.over_budget else None
+        if trend is None or trend.per_step_bytes <= 0:
+            return count
+        return min(count, int(self.budget[self.over_budget] // trend.per_step_bytes))
+
+    def too_big(self) -> str:
+        return (f"{self.over_budget} passed its budget, and the steps this needs would take it past one more "
+                f"budget ({known.get(self.over_budget).format(self.budget[self.over_budget])})")
+
     def run_steps(self, count: int) -> None:
         """``count`` steps with no reading (attribution's, naming's)."""
         for i in range(count):
@@ -386,8 +400,11 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
             if run.counters_start:
                 end = device_counters(device)
                 run.found["counters"] = {k: end[k] - run.counters_start.get(k, 0) for k in end}
-            if options.attribute and not run.over_budget and not run.pass_stopped:
-                watcher = _attribute(run)
+            if options.attribute and not run.pass_stopped:
+                if run.steps_allowed(ATTRIBUTION_STEPS) == ATTRIBUTION_STEPS:
+                    watcher = _attribute(run)
+                else:
+                    run.found["history"] = f"not attributed: {run.too_big()}"
             run.failed_step = None
             run.enter(None)
         except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
@@ -396,7 +413,7 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
         run.enter("release", stage=False)
         if watcher is not None:
             run.found["sites"], run.found["history"] = attribution.finish(watcher, probe, run.step)
-        if "error" not in run.found and not run.over_budget and not run.pass_stopped:
+        if "error" not in run.found and not run.pass_stopped:
             try:
                 _name_growth(run, censuses)
             except KeyboardInterrupt as exc:
@@ -609,15 +626,22 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
     attribution watches the steps right after the series. A step that fails in those extra steps
     leaves the growth unnamed (they are ours), and the verdict stands."""
     step, probe = run.step, run.probe
-    what = growth.kinds(set(growing(run.verdicts.trends, probe.watched))) if run.verdicts else set()
+    # What grows, and what a budget stopped (it rose past its budget: named, though not judged).
+    rose = {name for name, trend in run.verdicts.trends.items() if trend.verdict == STOPPED} if run.verdicts else set()
+    what = growth.kinds(set(growing(run.verdicts.trends, probe.watched)) | rose) if run.verdicts else set()
     if not what:
         return
     run.enter("naming")
     if censuses is None or not censuses.cover(what):
-        censuses = _Censuses(what, NAMING_STEPS)
+        steps = run.steps_allowed(NAMING_STEPS)
+        if steps < 2:  # a census needs two steps to tell what gains an item a step
+            run.found["holder_missing"] = f"not looked for: {run.too_big()}"
+            run.enter(None)
+            return
+        censuses = _Censuses(what, steps)
         censuses.before = censuses.take(step, probe)
         try:
-            run.run_steps(NAMING_STEPS)
+            run.run_steps(steps)
         except (Exception, SystemExit, StepTimeout):
             run.limit.disarm()
             run.failed_step = None

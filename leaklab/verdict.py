@@ -27,7 +27,8 @@ The passes (:func:`next_pass`, which the runner asks after every pass and obeys:
 and reads, it decides nothing):
 
 1. warm-up, read for the budget only; a series that passes its budget (there or later) is stopped,
-   and what passed it grows (:func:`decide_truncated`);
+   and what passed it grows where it rose step after step, else it is ``stopped``, with no verdict
+   (:func:`decide_truncated`);
 2. the measured series, from a baseline taken with everything alive frozen; a series that made
    one jump and stayed flat (:func:`one_jump`: a lazy initialisation, a first torch call after
    warm-up) is measured again from a new baseline, at most :data:`RESTARTS` times;
@@ -74,9 +75,11 @@ GROWS = "grows"
 BOUNDED = "bounded"
 PLATEAU = "plateau"
 RAISES = "raises"
-VERDICTS = (GROWS, PLATEAU, BOUNDED, RAISES)
+STOPPED = "stopped"      # passed its budget without growing step after step: a safety stop, no verdict
+VERDICTS = (GROWS, PLATEAU, BOUNDED, RAISES, STOPPED)
 
 MAX_POINTS = 512
+STEP_AFTER_STEP = 2      # a series the budget stopped grows where this many steps in a row each rose
 SCATTER_FACTOR = 3.0     # a trend must move the series by more than this many scatters
 HELD_FRACTION = 0.4      # ... and keep this share of the rise it predicts
 FELL_BACK = 0.1          # a plateau's series that came back within this share of its rise to the baseline
@@ -265,12 +268,19 @@ def stalled(continued: list[float]) -> bool:
     return any(b - a <= 0 for a, b in zip(continued, continued[CREEP_WINDOW:], strict=False))
 
 
-def decide_truncated(samples: list[float], resource: Resource) -> Trend:
-    """A series the budget stopped: it grew past the budget, so it grows; give its slope."""
+def decide_truncated(samples: list[float], resource: Resource, earlier: Sequence[float] = ()) -> Trend:
+    """A series the budget stopped. The stop is for safety, not a verdict: it grows where its
+    readings show growth step after step (each of its last :data:`STEP_AFTER_STEP` steps rose by a
+    quantum or more), with its slope; otherwise it is ``stopped``, with how far it rose (one or
+    two jumps, such as buffers made on a first large input, are not a trend). ``earlier``: the
+    warm-up's readings before a measured series the budget stopped, its last one the series' baseline."""
     slope = theil_sen_slope(samples) if len(samples) >= 2 else 0.0
     if len(samples) >= 2 and slope <= 0:
         slope = (samples[-1] - samples[0]) / (len(samples) - 1)
-    return Trend(GROWS, slope, slope, samples[-1] - samples[0], float(resource.quantum))
+    read = [*earlier[:-1], *samples]
+    rises = [b - a for a, b in zip(read, read[1:], strict=False)][-STEP_AFTER_STEP:]
+    verdict = GROWS if len(rises) == STEP_AFTER_STEP and min(rises) >= resource.quantum else STOPPED
+    return Trend(verdict, slope, slope, samples[-1] - samples[0], float(resource.quantum))
 
 
 def one_jump(samples: list[float], resource: Resource) -> int | None:
@@ -422,16 +432,17 @@ class Verdicts:
     fill_settled: tuple[str, ...] = ()  # ... and the resources that were flat once they were
 
 
-def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None) -> dict[str, Trend]:
-    """Each watched resource's verdict on a series (one the budget cut grows: its slope is given;
-    one too short to judge gets none)."""
+def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None,
+          earlier: Readings | None = None) -> dict[str, Trend]:
+    """Each watched resource's verdict on a series (one the budget cut: :func:`decide_truncated`,
+    on ``earlier`` readings too where the warm-up's come before it; one too short to judge gets none)."""
     trends = {}
     for resource in watched:
         values = list(readings.get(resource.name, ()))
         if resource.resets:  # the baseline reading covers no step: the trend starts at step 1
             values = values[1:]
         if over_budget == resource.name:
-            trends[resource.name] = decide_truncated(values, resource)
+            trends[resource.name] = decide_truncated(values, resource, list((earlier or {}).get(resource.name, ())))
         elif len(values) >= MIN_READINGS:
             trends[resource.name] = decide(values, resource)
     return trends
@@ -500,7 +511,7 @@ def _measured_stage(history: Sequence[Done], watched: Sequence[Resource]) -> _St
         readings = {name: list(values) for name, values in history[base].readings.items()}
         if len(next(iter(new.values()), ())) >= MIN_READINGS:
             readings.update((name, new[name]) for name in lazy_jumps(readings, watched))
-    first = judge(readings, watched, history[base].over_budget)
+    first = judge(readings, watched, history[base].over_budget, history[0].readings if base else None)
     return _Stage(base, readings, first, creeping(readings, watched, first), first, history[base].count)
 
 
@@ -669,6 +680,7 @@ def _final(stage: _Stage) -> Verdicts:
                     stage.uncertain, (), stage.confirmed_steps, records=stage.records, changed=changed)
 
 
-__all__ = ["BOUNDED", "CONFIRMATION", "FILL", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "VERDICTS",
+__all__ = ["BOUNDED", "CONFIRMATION", "FILL", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "STOPPED",
+           "VERDICTS",
            "FILL_STEPS_MAX", "WARMUP", "Done", "Filling", "Pass", "Plan", "Trend", "Verdicts", "confirm", "confirm_creep", "creeps", "decide",
            "decide_truncated", "fills", "format_bytes", "judge", "next_pass", "one_jump", "scatter", "theil_sen_slope", "thin"]

@@ -12,6 +12,7 @@ from leaklab.verdict import (
     PLATEAU,
     REMEASURED,
     RESTARTS,
+    STOPPED,
     WARMUP,
     Done,
     Filling,
@@ -41,8 +42,19 @@ def series(**values):
 
 def test_warm_up_leads_to_the_measured_series_and_a_budget_stop_in_it_is_final():
     assert next_pass([Done(WARMUP, series())], WATCHED, PLAN) == Pass(MEASURED, 20)
-    stopped = next_pass([Done(WARMUP, series(cpu_tensors=[0, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
+    stopped = next_pass([Done(WARMUP, series(cpu_tensors=[0, 1 << 29, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
     assert isinstance(stopped, Verdicts) and stopped.trends["cpu_tensors"].verdict == GROWS
+    # One reading past the budget is a safety stop, not growth step after step: no verdict.
+    once = next_pass([Done(WARMUP, series(cpu_tensors=[0, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
+    assert once.trends["cpu_tensors"].verdict == STOPPED
+    # A measured series the budget stopped after one step is read with the warm-up's readings before it.
+    warm = Done(WARMUP, series(cpu_tensors=[0, 1 << 28, 1 << 29]))
+    cut = next_pass([warm, Done(MEASURED, series(cpu_tensors=[1 << 29, 3 << 28]), over_budget="cpu_tensors")],
+                    WATCHED, PLAN)
+    assert cut.trends["cpu_tensors"].verdict == GROWS
+    flat_then_cut = next_pass([Done(WARMUP, series(cpu_tensors=[0, 0, 0])),
+                               Done(MEASURED, series(cpu_tensors=[0, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
+    assert flat_then_cut.trends["cpu_tensors"].verdict == STOPPED
 
 
 def test_a_clear_bounded_series_is_final_without_a_confirmation():
