@@ -49,7 +49,8 @@ and reads, it decides nothing):
              through it (:func:`confirm_creep`).
 ``long growth``  growth only in counters that a cache filled lazily over a first epoch makes rise
              like a leak (:attr:`Resource.long_growth`: ``python_objects``, a dataset's per-item
-             objects), held to the same test.
+             objects), or in the heap at under :data:`NEAR_FLOOR` times its floor (a library's
+             heap settling over hundreds of steps), held to the same test.
 
 5. a fill pass, where what grows is held only in containers bounded by construction (a ``deque``
    with ``maxlen``, an ``lru_cache`` with ``maxsize``) that a census around the confirmation saw
@@ -315,6 +316,7 @@ MIN_READINGS = 3        # a series is judged from this many readings on (the bas
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 CREEP_STEPS_MAX = 400   # a long pass is at most this long
+NEAR_FLOOR = 4.0        # a noisy counter growing at under this many times its floor goes through the long pass
 FILL_STEPS_MAX = 400    # a bounded container is filled by a pass of at most this many steps (more: it grows until then)
 HORIZON = 1_000_000     # steps: a record of plain data is judged by what it holds after this many
 EXPLAINED = 2.0         # a record explains growth of at most this many times its own objects or bytes
@@ -474,12 +476,19 @@ def needs_confirmation(trends: Mapping[str, Trend], watched: Sequence[Resource])
 
 
 def growing_alone(trends: Mapping[str, Trend], watched: Sequence[Resource]) -> list[str]:
-    """The growing resources, where every one of them is confirmed through a long pass
-    (:attr:`Resource.long_growth`: a counter that a lazily filled cache makes rise like a leak);
-    none otherwise."""
+    """The growing resources, where every one of them is confirmed through a long pass: a counter
+    that a lazily filled cache makes rise like a leak (:attr:`Resource.long_growth`), or a noisy
+    one watched for creeps (:attr:`Resource.long_pass`, the heap) growing at under
+    :data:`NEAR_FLOOR` times its floor (a real model's heap settling over hundreds of steps rose
+    1.0-1.1 KiB a step over a run's 30); none otherwise."""
     names = growing(trends, watched)
     by_name = {r.name: r for r in watched}
-    return names if names and all(by_name[name].long_growth for name in names) else []
+
+    def slow(name: str) -> bool:
+        resource = by_name[name]
+        return resource.long_growth or resource.long_pass and trends[name].per_step_bytes < NEAR_FLOOR * resource.floor
+
+    return names if names and all(slow(name) for name in names) else []
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,15 @@ def test_growth_only_in_python_objects_is_watched_through_a_long_pass_too():
     assert growing_alone(judge({"cpu_tensors": LEAK, "python_objects": objects}, watched), watched) == []
 
 
+def test_heap_growth_just_above_its_floor_is_watched_through_a_long_pass():
+    # Issue 28: a LoRA step's heap on the CPU, bounded in its first pass, rose 1.0 KiB/step through
+    # the confirmation and was called grows; it settles over the next hundreds of steps.
+    near = judge(series(host_heap=[50_000_000 + 1100 * i + (300 if i % 3 else 0) for i in range(31)]), WATCHED)
+    assert near["host_heap"].verdict == GROWS and growing_alone(near, WATCHED) == ["host_heap"]
+    fast = judge(series(host_heap=[50_000_000 + 8192 * i for i in range(31)]), WATCHED)
+    assert fast["host_heap"].verdict == GROWS and growing_alone(fast, WATCHED) == []
+
+
 def test_a_bounded_series_close_to_its_bar_is_confirmed():
     trends = judge(series(), WATCHED)
     assert not needs_confirmation(trends, WATCHED)
