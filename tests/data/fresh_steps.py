@@ -18,6 +18,7 @@ import os
 import queue
 import tempfile
 import threading
+import warnings
 import zlib
 
 import torch
@@ -486,6 +487,418 @@ def pool_per_generation(device):
     return step
 
 
+# https://github.com/POSYDON-code/POSYDON/issues/364 (and python/cpython#97557, open)
+# Seen: memory grew in long loops that warned with the loop's values in the warning's text: the
+# warnings module keeps one registry entry per distinct (text, category, line) in the calling
+# module's __warningregistry__, so every new message stays for the life of the module (a loop of
+# distinct one-line warnings took over 4 GB there).
+# Fix (POSYDON's, closed as done): warn through its own registry keyed without the text; keep the
+# changing values out of the warning's message (log them instead).
+def warning_per_bad_sample(device):
+    model = nn.Linear(16, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(64, 16, device=device)
+    y = torch.randn(64, 1, device=device)
+    samples = itertools.count()
+
+    def step():  # a training batch; the samples the loss clips are reported one by one
+        out = model(x)
+        loss = nn.functional.smooth_l1_loss(out, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        for row in range(8):  # the batch's 8 worst rows, each with a fresh sample id
+            warnings.warn(f"sample {next(samples)}: residual {float(out[row] - y[row]):+.4f} clipped by the loss "
+                          f"(target {float(y[row]):+.4f})", RuntimeWarning, stacklevel=1)  # LEAK: one registry entry per text
+        return {"loss": float(loss)}
+
+    return step
+
+
+# https://github.com/AIS-Bonn/OCVP-object-centric-video-prediction/pull/3
+# Seen: long trainings were killed for memory: the visualisations made a new matplotlib figure
+# through pyplot on every call and never closed it, and pyplot's figure manager keeps every open
+# figure (with its canvas) until plt.close(); matplotlib itself warns past 20 open figures.
+# Fix (merged): plt.close(fig) once the figure is saved (and the non-interactive Agg backend).
+_OPEN_FIGURES = {}  # pyplot's figure manager (Gcf): every open figure, by number, until closed
+_figure_numbers = itertools.count(1)
+
+
+class _Figure:
+    """A pyplot figure: an RGBA canvas, registered with the figure manager when made."""
+
+    def __init__(self, height, width):
+        self.number = next(_figure_numbers)
+        self.canvas = torch.zeros(height, width, 4, dtype=torch.uint8)  # the Agg canvas lives in host memory
+        _OPEN_FIGURES[self.number] = self  # LEAK: kept until plt.close(fig), which is never called
+
+    def imshow(self, image):
+        pixels = (image.clamp(0, 1) * 255).to("cpu", torch.uint8)
+        self.canvas[:pixels.shape[0], :pixels.shape[1], :3] = pixels.unsqueeze(-1)
+
+    def savefig(self):
+        return int(self.canvas.sum())  # stands for the PNG written to the run's log
+
+
+def figures_never_closed(device):
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 96 * 128)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(4, 32, device=device)
+    target = torch.rand(4, 96 * 128, device=device)
+
+    def step():  # a training step, then the prediction drawn into a figure for the log
+        pred = torch.sigmoid(model(x))
+        loss = nn.functional.mse_loss(pred, target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        fig = _Figure(96, 128)
+        fig.imshow(pred[0].detach().view(96, 128))
+        return {"loss": float(loss), "png": float(fig.savefig())}
+
+    return step
+
+
+# https://github.com/meta-pytorch/opacus/issues/176
+# Seen: evaluating under torch.no_grad() with the model still in training mode, Opacus's forward
+# hooks kept storing every layer's activations (for per-sample gradients at the next backward,
+# which never came for those batches), and memory grew with every evaluation batch.
+# Fix (confirmed there): model.eval() before evaluating; Opacus later stopped storing activations
+# under no_grad (meta-pytorch/opacus#180).
+class _GradSampleModule:
+    def __init__(self, model):
+        self.model = model
+        self.layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        for layer in self.layers:
+            layer.activations = []
+            layer.register_forward_hook(self.capture)
+
+    def capture(self, module, inputs, output):
+        if module.training:
+            module.activations.append(inputs[0].detach())  # LEAK: appended under no_grad too, popped only by a backward
+
+    def per_sample_grad_norms(self):
+        """What Opacus computes after backward: each layer's per-sample gradient norm (uses up an activation)."""
+        return sum(float(layer.activations.pop().norm(dim=1).mean()) for layer in self.layers)
+
+
+def activations_kept_under_no_grad(device):
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+    private = _GradSampleModule(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 32, device=device), torch.randint(0, 10, (64,), device=device)
+    val_x, val_y = torch.randn(256, 32, device=device), torch.randint(0, 10, (256,), device=device)
+
+    def step():  # a private training step, then a validation batch (model.eval() forgotten)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norms = private.per_sample_grad_norms()
+        opt.step()
+        with torch.no_grad():
+            accuracy = (model(val_x).argmax(1) == val_y).float().mean()
+        return {"loss": float(loss), "grad_norms": norms, "val_acc": float(accuracy)}
+
+    return step
+
+
+# https://github.com/graphdeco-inria/gaussian-splatting/pull/309
+# Seen: the scene loader opened every camera's image with PIL's lazy Image.open and kept the image
+# (and so its open file) in the camera list; large datasets stopped with "Too many open files".
+# Fix (the PR, confirmed by a user who then trained on 1500 images): copy the image and close it.
+class _LazyImage:
+    """PIL's Image.open: reads the header now, the pixels on first use, and keeps the file open."""
+
+    def __init__(self, path):
+        self.fp = open(path, "rb")  # LEAK: the file stays open as long as the image is kept
+        self.size = (32, 32)
+        self._pixels = None
+
+    def load(self):
+        if self._pixels is None:
+            self.fp.seek(0)
+            self._pixels = torch.frombuffer(bytearray(self.fp.read(32 * 32 * 3)), dtype=torch.uint8).view(32, 32, 3)
+        return self._pixels
+
+
+def lazy_images_keep_files_open(device):
+    image_file = tempfile.TemporaryFile()  # one image on disk (unlinked at once: nothing stays behind)
+    image_file.write(os.urandom(32 * 32 * 3))
+    image_file.flush()
+    path = f"/proc/self/fd/{image_file.fileno()}"
+    cameras = []
+    model = nn.Conv2d(3, 3, kernel_size=3, padding=1).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():  # a new view arrives (incremental capture): load its camera, then fit one step on it
+        cameras.append({"uid": len(cameras), "image": _LazyImage(path), "_file": image_file})
+        gt = cameras[-1]["image"].load().permute(2, 0, 1).float().div(255).unsqueeze(0).to(device)
+        loss = (model(gt) - gt).abs().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": float(loss), "cameras": float(len(cameras))}
+
+    return step
+
+
+# https://github.com/lincc-frameworks/hyrax/pull/1011
+# Seen: train() started a GpuMonitor thread on every call and stopped it only after training and
+# saving succeeded, with no try/finally: every training that raised (a bad config, an OOM, a model
+# bug) left its monitor thread running for the rest of the process.
+# Fix (merged): stop the monitor in a finally (and make its thread a daemon).
+class _GpuMonitor(threading.Thread):
+    def __init__(self, interval):
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.samples = []
+        self._stop_event = threading.Event()
+
+    def run(self):
+        while not self._stop_event.wait(self.interval):  # sleeps between samples: no spinning
+            self.samples.append(torch.cuda.memory_allocated() if torch.cuda.is_available() else 0)
+
+    def stop(self):
+        self._stop_event.set()
+        self.join()
+
+
+def monitor_thread_left_on_failure(device):
+    x = torch.randn(64, 16, device=device)
+    y = torch.randn(64, 1, device=device)
+    configs = itertools.cycle([{"hidden": 32, "val_features": 17}, {"hidden": 64, "val_features": 17}])
+    failures = []
+
+    def train(config):
+        monitor = _GpuMonitor(interval=60.0)
+        monitor.start()
+        model = nn.Sequential(nn.Linear(16, config["hidden"]), nn.ReLU(), nn.Linear(config["hidden"], 1)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():  # the validation set has one column too many: this raises
+            model(torch.randn(8, config["val_features"], device=device))
+        monitor.stop()  # LEAK: skipped when training raises (no try/finally)
+        return float(loss)
+
+    def step():  # one trial of a sweep; a failed trial is logged and the sweep goes on
+        try:
+            return {"loss": train(next(configs))}
+        except RuntimeError as error:
+            failures.append(str(error)[:60])
+            return {"failures": float(len(failures))}
+
+    return step
+
+
+# https://github.com/Lightning-AI/pytorch-lightning/issues/9390 (fixed by Lightning-AI/pytorch-lightning#10434)
+# Seen: running many Optuna trials whose DataLoaders had persistent_workers=True, each trial's
+# worker processes stayed alive after the trial (a persistent loader keeps its iterator, and with
+# it its workers, for as long as the loader is referenced), each committing GBs, until memory ran out.
+# Fix (merged): Lightning shuts persistent workers down at the end of fit; by hand, drop every
+# reference to a finished trial's loaders (or its iterator) so their workers exit.
+def persistent_workers_per_trial(device):
+    dataset = torch.utils.data.TensorDataset(torch.randn(256, 16), torch.randn(256, 1))
+    trials = []
+
+    def step():  # one short trial: a new model and loader, one epoch, its record kept by the study
+        model = nn.Linear(16, 1).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=128, num_workers=1, persistent_workers=True,
+                                             multiprocessing_context="fork")
+        for bx, by in loader:
+            loss = nn.functional.mse_loss(model(bx.to(device)), by.to(device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        trials.append({"loader": loader, "loss": float(loss)})  # LEAK: the loader keeps its worker alive
+        return {"loss": float(loss)}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/25340 (and pytorch/pytorch#5569)
+# Seen: a custom autograd.Function that stored its own output on ctx (ctx.y = y) leaked every
+# call: the output refers to its grad_fn, the grad_fn's ctx refers back to the output, a cycle that
+# runs through autograd's C++ graph, which Python's garbage collector cannot see, so nothing frees it.
+# Fix (given by the maintainers, "it's expected"): ctx.save_for_backward(y) for inputs and outputs.
+class _ScaledTanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.y = y  # LEAK: the output kept on ctx: a reference cycle through the graph
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * (1 - ctx.y * ctx.y)
+
+
+def ctx_keeps_output(device):
+    encoder = nn.Linear(32, 128).to(device)
+    head = nn.Linear(128, 1).to(device)
+    opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.01)
+    x, y = torch.randn(256, 32, device=device), torch.randn(256, 1, device=device)
+
+    def step():
+        loss = nn.functional.mse_loss(head(_ScaledTanh.apply(encoder(x))), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": float(loss)}
+
+    return step
+
+
+# https://github.com/SynaLinks/synalinks/pull/102
+# Seen: a long-lived host whose worker threads churned multi-megabyte buffers on every run grew in
+# resident memory that no Python object owned (tracemalloc: 14 MB live; RSS 2.2 GB): glibc gives
+# each allocating thread its own arena and keeps the memory freed there.
+# Fix (merged): cap glibc's arenas (mallopt M_ARENA_MAX) and malloc_trim(0) after each run.
+class _WorkerPool:
+    """A fixed set of daemon worker threads fed by a queue (what an event loop's executor does)."""
+
+    def __init__(self, size):
+        self.jobs = queue.Queue()
+        for _ in range(size):
+            threading.Thread(target=self._work, daemon=True).start()
+
+    def _work(self):
+        while True:
+            job, done = self.jobs.get()  # blocks between runs: no spinning
+            done.put(job())
+
+    def run(self, jobs):
+        done = queue.Queue()
+        for job in jobs:
+            self.jobs.put((job, done))
+        return [done.get() for _ in jobs]
+
+
+def arena_per_worker_thread(device):
+    pool = _WorkerPool(4)
+    model = nn.Linear(64, 8).to(device).eval()
+    runs = itertools.count(1)
+
+    def step():  # one run: each worker replays the session so far (it grows with every run)
+        rows = 2048 + 64 * next(runs)
+
+        def replay(seed):
+            history = torch.randn(rows, 64, generator=torch.Generator().manual_seed(seed))  # freed by the worker
+            with torch.no_grad():
+                return float(model(history.to(device)).mean())  # LEAK: the freed blocks stay in this thread's arena
+
+        return {"score": sum(pool.run([lambda s=s: replay(s) for s in range(4)]))}
+
+    return step
+
+
+# https://github.com/rabbityl/lepard/issues/12
+# Seen: DataLoader workers were killed after training for a while; memory grew with every step
+# because AverageMeter.update() summed the loss tensors themselves, each with its graph.
+# Fix (a user's, who confirmed it solved the problem; the issue was closed): detach (or .item())
+# the value in AverageMeter.update().
+class _AverageMeter:
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+
+    def update(self, value, n=1):
+        self.sum = self.sum + value * n  # LEAK: value is the loss tensor: the running sum chains every step's graph
+        self.count += n
+
+    @property
+    def avg(self):
+        return self.sum / max(self.count, 1)
+
+
+def average_meter_keeps_graph(device):
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 3)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    meter = _AverageMeter()
+    src, tgt = torch.randn(128, 64, device=device), torch.randn(128, 3, device=device)
+
+    def step():  # a registration training step: predict the offsets, log the running loss
+        loss = (model(src) - tgt).pow(2).sum(1).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        meter.update(loss, n=src.shape[0])
+        return {"avg_loss": float(meter.avg)}
+
+    return step
+
+
+# https://github.com/golsun/deep-RL-trading/issues/1
+# Seen: the agent's experience-replay memory was a plain list that got every transition of every
+# episode and was never reset or bounded, so it grew for the whole training run.
+# Fix (the author agreed: "I didn't limit the memory size (though I should...)"): a bounded buffer
+# (collections.deque(maxlen=N)) or a ring buffer.
+def replay_memory_unbounded(device):
+    q_net = nn.Sequential(nn.Linear(40, 64), nn.ReLU(), nn.Linear(64, 3)).to(device)
+    opt = torch.optim.Adam(q_net.parameters(), lr=1e-3)
+    memory = []
+    state = torch.randn(40, device=device)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def step():  # one market tick: act, store 32 transitions (one per asset), learn from a sample
+        nonlocal state
+        for _ in range(32):
+            next_state = state + 0.01 * torch.randn(40, device=device)
+            with torch.no_grad():
+                action = int(q_net(state).argmax())
+            memory.append((state, action, float(next_state[0] - state[0]), next_state))  # LEAK: never bounded
+            state = next_state
+        batch = [memory[i] for i in torch.randint(len(memory), (32,), generator=gen).tolist()]
+        s = torch.stack([t[0] for t in batch])
+        a = torch.tensor([t[1] for t in batch], device=device)
+        r = torch.tensor([t[2] for t in batch], device=device)
+        loss = nn.functional.mse_loss(q_net(s).gather(1, a[:, None]).squeeze(1), r)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"memory": float(len(memory))}
+
+    return step
+
+
+# https://github.com/NVIDIA/sentiment-discovery/issues/60
+# Seen: the number of subprocesses grew after each epoch until host memory ran out; a maintainer
+# traced it to the ShardLoader, which made a new multiprocessing manager (a server process) every
+# epoch and kept it, so the old ones never exited.
+# Fix (the maintainers' diagnosis there; the issue is still open): make the manager once and reuse it.
+class _ShardLoader:
+    def __init__(self, context, shards):
+        self.manager = context.Manager()  # LEAK: a new server process per epoch, shut down only when dropped
+        self.queue = self.manager.list(shards)
+
+    def __iter__(self):
+        while len(self.queue):
+            yield self.queue.pop(0)
+
+
+def manager_per_epoch(device):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    model = nn.Linear(16, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 16, device=device), torch.randn(32, 1, device=device)
+    loaders = []
+
+    def step():  # one (short) epoch over two shards, with the epoch's shard loader kept by the data utils
+        loaders.append(_ShardLoader(context, [0, 1]))
+        for shard in loaders[-1]:
+            loss = nn.functional.mse_loss(model(x + shard), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return {"loss": float(loss)}
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -501,6 +914,17 @@ FAMILY = {
     "handler_per_client": "registered_callbacks",
     "atexit_cleanup_per_call": "registered_callbacks",
     "pool_per_generation": "processes",
+    "warning_per_bad_sample": "cache_by_argument",
+    "figures_never_closed": "registry_keeps_objects",
+    "activations_kept_under_no_grad": "container_keeps_tensors",
+    "lazy_images_keep_files_open": "descriptors_not_closed",
+    "monitor_thread_left_on_failure": "threads_not_joined",
+    "persistent_workers_per_trial": "dataloader_workers",
+    "ctx_keeps_output": "cyclic_garbage",
+    "arena_per_worker_thread": "allocator_caching",
+    "average_meter_keeps_graph": "autograd_history",
+    "replay_memory_unbounded": "container_keeps_tensors",
+    "manager_per_epoch": "processes",
 }
 
 RESOURCE = {
@@ -518,6 +942,17 @@ RESOURCE = {
     "handler_per_client": "python_objects",
     "atexit_cleanup_per_call": "cpu_tensors",
     "pool_per_generation": "children",
+    "warning_per_bad_sample": "python_objects",
+    "figures_never_closed": "cpu_tensors",
+    "activations_kept_under_no_grad": "cpu_tensors",
+    "lazy_images_keep_files_open": "open_fds",
+    "monitor_thread_left_on_failure": "threads",
+    "persistent_workers_per_trial": "children",
+    "ctx_keeps_output": "cpu_tensors",
+    "arena_per_worker_thread": "host_rss",  # opt-in: the default check does not watch it (see the comment above)
+    "average_meter_keeps_graph": "cpu_tensors",
+    "replay_memory_unbounded": "cpu_tensors",
+    "manager_per_epoch": "children",
 }
 
 # The catalog entry a reader would pick for each step's mechanism, where one entry plainly fits;
@@ -533,4 +968,14 @@ ENTRY = {
     "logger_per_request": None,        # no entry keeps loggers: logging's own registry
     "atexit_cleanup_per_call": None,   # no entry registers with atexit
     "pool_per_generation": None,       # no entry leaves a pool's processes running
+    "warning_per_bad_sample": None,    # no entry keeps warnings: the warnings module's registry
+    "figures_never_closed": None,      # no entry keeps figures: pyplot's figure manager
+    "activations_kept_under_no_grad": "hook_caching",
+    "lazy_images_keep_files_open": "files_opened_in_getitem",
+    "monitor_thread_left_on_failure": "threads_never_joined",
+    "ctx_keeps_output": None,          # no entry makes a cycle through the autograd graph itself
+    "arena_per_worker_thread": "malloc_arena_fragmentation",
+    "average_meter_keeps_graph": "loss_accumulation",
+    "replay_memory_unbounded": "feature_list",
+    "manager_per_epoch": None,         # no entry leaves a multiprocessing manager's server running
 }
