@@ -12,6 +12,8 @@ Every ``factory(device)`` returns a ``step()`` that runs one small training or e
 nothing behind: no file stays on disk, and the threads it starts are daemons blocked on a queue.
 """
 
+import collections
+import functools
 import itertools
 import logging
 import os
@@ -508,9 +510,9 @@ def warning_per_bad_sample(device):
         loss.backward()
         opt.step()
         for row in range(8):  # the batch's 8 worst rows, each with a fresh sample id
-            warnings.warn(f"sample {next(samples)}: residual {float(out[row] - y[row]):+.4f} clipped by the loss "
-                          f"(target {float(y[row]):+.4f})", RuntimeWarning, stacklevel=1)  # LEAK: one registry entry per text
-        return {"loss": float(loss)}
+            warnings.warn(f"sample {next(samples)}: residual {(out[row] - y[row]).item():+.4f} clipped by the loss "
+                          f"(target {y[row].item():+.4f})", RuntimeWarning, stacklevel=1)  # LEAK: one registry entry per text
+        return {"loss": loss.item()}
 
     return step
 
@@ -554,7 +556,7 @@ def figures_never_closed(device):
         opt.step()
         fig = _Figure(96, 128)
         fig.imshow(pred[0].detach().view(96, 128))
-        return {"loss": float(loss), "png": float(fig.savefig())}
+        return {"loss": loss.item(), "png": float(fig.savefig())}
 
     return step
 
@@ -597,7 +599,7 @@ def activations_kept_under_no_grad(device):
         opt.step()
         with torch.no_grad():
             accuracy = (model(val_x).argmax(1) == val_y).float().mean()
-        return {"loss": float(loss), "grad_norms": norms, "val_acc": float(accuracy)}
+        return {"loss": loss.item(), "grad_norms": norms, "val_acc": float(accuracy)}
 
     return step
 
@@ -612,13 +614,10 @@ class _LazyImage:
     def __init__(self, path):
         self.fp = open(path, "rb")  # LEAK: the file stays open as long as the image is kept
         self.size = (32, 32)
-        self._pixels = None
 
     def load(self):
-        if self._pixels is None:
-            self.fp.seek(0)
-            self._pixels = torch.frombuffer(bytearray(self.fp.read(32 * 32 * 3)), dtype=torch.uint8).view(32, 32, 3)
-        return self._pixels
+        self.fp.seek(0)
+        return torch.frombuffer(bytearray(self.fp.read(32 * 32 * 3)), dtype=torch.uint8).view(32, 32, 3)
 
 
 def lazy_images_keep_files_open(device):
@@ -637,7 +636,7 @@ def lazy_images_keep_files_open(device):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        return {"loss": float(loss), "cameras": float(len(cameras))}
+        return {"loss": loss.item(), "cameras": float(len(cameras))}
 
     return step
 
@@ -681,7 +680,7 @@ def monitor_thread_left_on_failure(device):
         with torch.no_grad():  # the validation set has one column too many: this raises
             model(torch.randn(8, config["val_features"], device=device))
         monitor.stop()  # LEAK: skipped when training raises (no try/finally)
-        return float(loss)
+        return loss.item()
 
     def step():  # one trial of a sweep; a failed trial is logged and the sweep goes on
         try:
@@ -713,41 +712,53 @@ def persistent_workers_per_trial(device):
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-        trials.append({"loader": loader, "loss": float(loss)})  # LEAK: the loader keeps its worker alive
-        return {"loss": float(loss)}
+        trials.append({"loader": loader, "loss": loss.item()})  # LEAK: the loader keeps its worker alive
+        return {"loss": loss.item()}
 
     return step
 
 
-# https://github.com/pytorch/pytorch/issues/25340 (and pytorch/pytorch#5569)
-# Seen: a custom autograd.Function that stored its own output on ctx (ctx.y = y) leaked every
-# call: the output refers to its grad_fn, the grad_fn's ctx refers back to the output, a cycle that
-# runs through autograd's C++ graph, which Python's garbage collector cannot see, so nothing frees it.
-# Fix (given by the maintainers, "it's expected"): ctx.save_for_backward(y) for inputs and outputs.
-class _ScaledTanh(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.tanh(x)
-        ctx.y = y  # LEAK: the output kept on ctx: a reference cycle through the graph
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return grad_output * (1 - ctx.y * ctx.y)
+# https://github.com/cornellius-gp/gpytorch/pull/2734 (issues cornellius-gp/gpytorch#2631 and meta-pytorch/botorch#2728)
+# Seen: BoTorch loops over fantasy models grew in memory until OOM: a prediction strategy cached
+# its mean and registered a hook on the cached tensor's grad_fn that closes over the strategy, a
+# cycle (strategy -> cache -> tensor -> grad_fn -> hook -> strategy) that runs through autograd's
+# C++ graph, which Python's garbage collector cannot traverse, so no strategy was ever freed.
+# Fix (merged): the hook holds a weak reference to the strategy, which breaks the cycle.
+def _clear_cache_hook(strategy, *grads):
+    strategy.memo.clear()
 
 
-def ctx_keeps_output(device):
-    encoder = nn.Linear(32, 128).to(device)
-    head = nn.Linear(128, 1).to(device)
-    opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.01)
-    x, y = torch.randn(256, 32, device=device), torch.randn(256, 1, device=device)
+class _PredictionStrategy:
+    def __init__(self, train_x, train_y, lengthscale):
+        self.train_x, self.train_y, self.lengthscale = train_x, train_y, lengthscale
+        self.memo = {}
 
-    def step():
-        loss = nn.functional.mse_loss(head(_ScaledTanh.apply(encoder(x))), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return {"loss": float(loss)}
+    def kernel(self, a, b):
+        return torch.exp(-torch.cdist(a, b) / self.lengthscale)
+
+    @property
+    def mean_cache(self):
+        if "mean_cache" not in self.memo:
+            n = len(self.train_x)
+            gram = self.kernel(self.train_x, self.train_x) + 1e-3 * torch.eye(n, device=self.train_x.device)
+            mean_cache = torch.cholesky_solve(self.train_y[:, None], torch.linalg.cholesky(gram))
+            mean_cache.grad_fn.register_hook(functools.partial(_clear_cache_hook, self))  # LEAK: a cycle through the graph
+            self.memo["mean_cache"] = mean_cache
+        return self.memo["mean_cache"]
+
+
+def prediction_cache_hook_cycle(device):
+    train_x, train_y = torch.rand(96, 4, device=device), torch.randn(96, device=device)
+    lengthscale = torch.tensor(0.5, device=device, requires_grad=True)  # a hyperparameter: the caches keep their graph
+    candidates = torch.rand(16, 4, device=device)
+
+    def step():  # one acquisition-gradient evaluation on a fresh fantasy model
+        fantasy = _PredictionStrategy(torch.cat([train_x, candidates[:1]]), torch.cat([train_y, train_y[:1]]),
+                                      lengthscale)
+        x = candidates.clone().requires_grad_()
+        acquisition = (fantasy.kernel(x, fantasy.train_x) @ fantasy.mean_cache).sum()
+        (grad_x,) = torch.autograd.grad(acquisition, x)  # only towards x: the cache's hook never fires
+        return {"grad_norm": grad_x.norm().item()}
 
     return step
 
@@ -757,6 +768,8 @@ def ctx_keeps_output(device):
 # resident memory that no Python object owned (tracemalloc: 14 MB live; RSS 2.2 GB): glibc gives
 # each allocating thread its own arena and keeps the memory freed there.
 # Fix (merged): cap glibc's arenas (mallopt M_ARENA_MAX) and malloc_trim(0) after each run.
+# What grows is memory freed but kept by glibc: resident (host_rss), not in use (host_heap); the
+# check watches host_rss only when asked (--resource host_rss), so by default it reads this step as bounded.
 class _WorkerPool:
     """A fixed set of daemon worker threads fed by a queue (what an event loop's executor does)."""
 
@@ -780,15 +793,23 @@ class _WorkerPool:
 def arena_per_worker_thread(device):
     pool = _WorkerPool(4)
     model = nn.Linear(64, 8).to(device).eval()
+    # Loading the host's state once frees a 16 MiB block: from then on glibc serves blocks up to
+    # that size from the arenas instead of from their own mmap (its dynamic mmap threshold).
+    state = bytearray(16 << 20)
+    del state
     runs = itertools.count(1)
+    summaries = collections.deque(maxlen=64)  # each run's small summary, for a status page: bounded
 
     def step():  # one run: each worker replays the session so far (it grows with every run)
         rows = 2048 + 64 * next(runs)
 
         def replay(seed):
-            history = torch.randn(rows, 64, generator=torch.Generator().manual_seed(seed))  # freed by the worker
+            history = torch.randn(rows, 64, generator=torch.Generator().manual_seed(seed))
             with torch.no_grad():
-                return float(model(history.to(device)).mean())  # LEAK: the freed blocks stay in this thread's arena
+                summary = model(history.to(device)).mean(0).cpu()  # small, kept: allocated above the big block
+            del history  # LEAK: freed into this thread's arena, below a kept block: glibc keeps the pages
+            summaries.append(summary)
+            return float(summary.mean())
 
         return {"score": sum(pool.run([lambda s=s: replay(s) for s in range(4)]))}
 
@@ -797,7 +818,7 @@ def arena_per_worker_thread(device):
 
 # https://github.com/rabbityl/lepard/issues/12
 # Seen: DataLoader workers were killed after training for a while; memory grew with every step
-# because AverageMeter.update() summed the loss tensors themselves, each with its graph.
+# because AverageMeter.update() summed the step's statistics as tensors, each with its graph.
 # Fix (a user's, who confirmed it solved the problem; the issue was closed): detach (or .item())
 # the value in AverageMeter.update().
 class _AverageMeter:
@@ -805,7 +826,7 @@ class _AverageMeter:
         self.sum, self.count = 0.0, 0
 
     def update(self, value, n=1):
-        self.sum = self.sum + value * n  # LEAK: value is the loss tensor: the running sum chains every step's graph
+        self.sum = self.sum + value * n  # LEAK: value is a tensor: the running sum chains every step's graph
         self.count += n
 
     @property
@@ -816,16 +837,18 @@ class _AverageMeter:
 def average_meter_keeps_graph(device):
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 3)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    meter = _AverageMeter()
-    src, tgt = torch.randn(128, 64, device=device), torch.randn(128, 3, device=device)
+    meters = {"loss": _AverageMeter(), "offset_error": _AverageMeter()}
+    src, tgt = torch.randn(1024, 64, device=device), torch.randn(1024, 3, device=device)
 
-    def step():  # a registration training step: predict the offsets, log the running loss
-        loss = (model(src) - tgt).pow(2).sum(1).mean()
+    def step():  # a registration training step: predict the offsets, log the running statistics
+        pred = model(src)
+        stats = {"loss": (pred - tgt).pow(2).sum(1).mean(), "offset_error": (pred - tgt).norm(dim=1).mean()}
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        stats["loss"].backward()
         opt.step()
-        meter.update(loss, n=src.shape[0])
-        return {"avg_loss": float(meter.avg)}
+        for name, value in stats.items():
+            meters[name].update(value, n=src.shape[0])
+        return {name: float(meter.avg.detach()) for name, meter in meters.items()}
 
     return step
 
@@ -894,7 +917,7 @@ def manager_per_epoch(device):
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-        return {"loss": float(loss)}
+        return {"loss": loss.item()}
 
     return step
 
@@ -920,7 +943,7 @@ FAMILY = {
     "lazy_images_keep_files_open": "descriptors_not_closed",
     "monitor_thread_left_on_failure": "threads_not_joined",
     "persistent_workers_per_trial": "dataloader_workers",
-    "ctx_keeps_output": "cyclic_garbage",
+    "prediction_cache_hook_cycle": "cyclic_garbage",
     "arena_per_worker_thread": "allocator_caching",
     "average_meter_keeps_graph": "autograd_history",
     "replay_memory_unbounded": "container_keeps_tensors",
@@ -948,8 +971,8 @@ RESOURCE = {
     "lazy_images_keep_files_open": "open_fds",
     "monitor_thread_left_on_failure": "threads",
     "persistent_workers_per_trial": "children",
-    "ctx_keeps_output": "cpu_tensors",
-    "arena_per_worker_thread": "host_rss",  # opt-in: the default check does not watch it (see the comment above)
+    "prediction_cache_hook_cycle": "cpu_tensors",
+    "arena_per_worker_thread": "host_rss",  # opt-in: the default check does not watch it (see the step)
     "average_meter_keeps_graph": "cpu_tensors",
     "replay_memory_unbounded": "cpu_tensors",
     "manager_per_epoch": "children",
@@ -973,7 +996,7 @@ ENTRY = {
     "activations_kept_under_no_grad": "hook_caching",
     "lazy_images_keep_files_open": "files_opened_in_getitem",
     "monitor_thread_left_on_failure": "threads_never_joined",
-    "ctx_keeps_output": None,          # no entry makes a cycle through the autograd graph itself
+    "prediction_cache_hook_cycle": None,  # no entry makes a cycle through the autograd graph itself
     "arena_per_worker_thread": "malloc_arena_fragmentation",
     "average_meter_keeps_graph": "loss_accumulation",
     "replay_memory_unbounded": "feature_list",
