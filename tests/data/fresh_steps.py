@@ -605,39 +605,37 @@ def activations_kept_under_no_grad(device):
     return step
 
 
-# https://github.com/graphdeco-inria/gaussian-splatting/pull/309
-# Seen: the scene loader opened every camera's image with PIL's lazy Image.open and kept the image
-# (and so its open file) in the camera list; large datasets stopped with "Too many open files".
-# Fix (the PR, confirmed by a user who then trained on 1500 images): copy the image and close it.
-class _LazyImage:
-    """PIL's Image.open: reads the header now, the pixels on first use, and keeps the file open."""
-
-    def __init__(self, path):
-        self.fp = open(path, "rb")  # LEAK: the file stays open as long as the image is kept
-        self.size = (32, 32)
-
-    def load(self):
-        self.fp.seek(0)
-        return torch.frombuffer(bytearray(self.fp.read(32 * 32 * 3)), dtype=torch.uint8).view(32, 32, 3)
+# https://github.com/sandialabs/canary/issues/94
+# Seen: running ~1200 tests, the executor made one multiprocessing.Process and one Queue per test
+# and never closed them; lsof showed thousands of open pipes, until "OSError: [Errno 24] Too many
+# open files". Fix (closed there): close every process and queue when its test is done; the open
+# pipes then stayed around 20.
+def _run_test(results, test_id):
+    results.put((test_id, test_id % 3 == 0))
 
 
-def lazy_images_keep_files_open(device):
-    image_file = tempfile.TemporaryFile()  # one image on disk (unlinked at once: nothing stays behind)
-    image_file.write(os.urandom(32 * 32 * 3))
-    image_file.flush()
-    path = f"/proc/self/fd/{image_file.fileno()}"
-    cameras = []
-    model = nn.Conv2d(3, 3, kernel_size=3, padding=1).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+def queue_and_process_per_test(device):
+    import multiprocessing
 
-    def step():  # a new view arrives (incremental capture): load its camera, then fit one step on it
-        cameras.append({"uid": len(cameras), "image": _LazyImage(path), "_file": image_file})
-        gt = cameras[-1]["image"].load().permute(2, 0, 1).float().div(255).unsqueeze(0).to(device)
-        loss = (model(gt) - gt).abs().mean()
+    context = multiprocessing.get_context("fork")
+    model = nn.Linear(16, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 16, device=device), torch.randn(32, 1, device=device)
+    jobs = []  # the executor's record of every test it ran
+    tests = itertools.count()
+
+    def step():  # a training step, then one test of the suite run in its own process
+        loss = nn.functional.mse_loss(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        return {"loss": loss.item(), "cameras": float(len(cameras))}
+        results = context.SimpleQueue()
+        process = context.Process(target=_run_test, args=(results, next(tests)))
+        process.start()
+        test_id, passed = results.get()
+        process.join()
+        jobs.append({"process": process, "results": results, "passed": passed})  # LEAK: neither closed
+        return {"loss": loss.item(), "passed": float(passed)}
 
     return step
 
@@ -943,7 +941,7 @@ FAMILY = {
     "warning_per_bad_sample": "cache_by_argument",
     "figures_never_closed": "registry_keeps_objects",
     "activations_kept_under_no_grad": "container_keeps_tensors",
-    "lazy_images_keep_files_open": "descriptors_not_closed",
+    "queue_and_process_per_test": "descriptors_not_closed",
     "monitor_thread_left_on_failure": "threads_not_joined",
     "persistent_workers_per_trial": "dataloader_workers",
     "prediction_cache_hook_cycle": "cyclic_garbage",
@@ -971,7 +969,7 @@ RESOURCE = {
     "warning_per_bad_sample": "python_objects",
     "figures_never_closed": "cpu_tensors",
     "activations_kept_under_no_grad": "cpu_tensors",
-    "lazy_images_keep_files_open": "open_fds",
+    "queue_and_process_per_test": "open_fds",
     "monitor_thread_left_on_failure": "threads",
     "persistent_workers_per_trial": "children",
     "prediction_cache_hook_cycle": "cpu_tensors",
@@ -997,7 +995,7 @@ ENTRY = {
     "warning_per_bad_sample": None,    # no entry keeps warnings: the warnings module's registry
     "figures_never_closed": None,      # no entry keeps figures: pyplot's figure manager
     "activations_kept_under_no_grad": "hook_caching",
-    "lazy_images_keep_files_open": "files_opened_in_getitem",
+    "queue_and_process_per_test": "files_opened_in_getitem",
     "monitor_thread_left_on_failure": "threads_never_joined",
     "prediction_cache_hook_cycle": None,  # no entry makes a cycle through the autograd graph itself
     "arena_per_worker_thread": "malloc_arena_fragmentation",
