@@ -923,6 +923,116 @@ def manager_per_epoch(device):
     return step
 
 
+# https://github.com/ViCCo-Group/thingsvision/pull/150
+# Seen: extracting only the CLS token of a vision transformer's output for every image, memory
+# grew with every batch: each kept token was a view of the whole token tensor, so every batch's
+# full output stayed alive behind its small slice.
+# Fix (merged): clone the slice before keeping it.
+def cls_token_view_kept(device):
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                                               batch_first=True), num_layers=1).to(device).eval()
+    patches = torch.randn(8, 65, 32, device=device)  # 8 images: a CLS token and 64 patches each
+    features = []
+
+    def step():  # extract one batch of image features
+        with torch.no_grad():
+            tokens = encoder(patches)
+        features.append(tokens[:, 0])  # LEAK: a view: keeps the whole (8, 65, 32) output alive
+        return {"images": float(8 * len(features))}
+
+    return step
+
+
+# https://github.com/Lightning-AI/pytorch-lightning/issues/8453 (and #8583; the hooks removed in #16520)
+# Seen: GPU memory grew through the validation loop until OOM: whatever validation_step returned
+# was stored by the loop for validation_epoch_end, even where that hook was not overridden (a
+# callback logged the outputs instead), so every batch's output tensors stayed until the epoch ended.
+# Fix (the maintainers'): return nothing from validation_step when the outputs are not needed;
+# Lightning 2.0 removed the epoch-end hooks, so the user keeps (and clears) such lists.
+def validation_outputs_kept_for_epoch_end(device):
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device).eval()
+    batch = torch.randn(64, 64, device=device)
+    target = torch.randint(0, 10, (64,), device=device)
+    epoch_outputs = []  # the evaluation loop's store for validation_epoch_end
+    batches = itertools.count(1)
+
+    def step():  # one validation batch; the epoch runs over 10,000 batches
+        with torch.no_grad():
+            logits = model(batch)
+            output = {"val_loss": nn.functional.cross_entropy(logits, target), "logits": logits}
+        epoch_outputs.append(output)  # LEAK: kept for an epoch-end hook nobody overrides, until the epoch ends
+        if next(batches) % 10_000 == 0:
+            epoch_outputs.clear()
+        return {"val_loss": output["val_loss"].item()}
+
+    return step
+
+
+# https://github.com/facebookresearch/fairscale/pull/1143 (after facebookresearch/fairscale#1139)
+# Seen: FSDP registered a post-backward hook on every parameter's gradient accumulator again on
+# every iteration; the hooks (no-ops after the first) and their handles accumulated over the
+# iterations (memory snapshots at step 45, before and after the fix).
+# Fix (merged, both): do not re-register a hook that is already there, and remove the handles.
+def post_backward_hooks_every_iteration(device):
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 32, device=device), torch.randn(16, 1, device=device)
+    handles = []
+    reduced = []
+
+    def post_backward(param):
+        def hook(*unused):
+            reduced.append(1)  # stands for the gradient's reduce-scatter
+            reduced.clear()
+        return hook
+
+    def step():  # one FSDP iteration: hooks set up in the forward's pre-backward phase
+        loss = nn.functional.mse_loss(model(x), y)
+        for param in model.parameters():
+            grad_acc = param.expand_as(param).grad_fn.next_functions[0][0]  # the parameter's AccumulateGrad node
+            handles.append((grad_acc, grad_acc.register_hook(post_backward(param))))  # LEAK: once more every iteration
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item(), "handles": float(len(handles))}
+
+    return step
+
+
+# https://github.com/tflearn/tflearn/pull/418
+# Seen: calling trainer.fit() many times in one process, every fit opened a new summary writer
+# (with its own events file) and none was closed; after about a thousand fits Python failed with
+# too many open file handles. Fix (merged): close the summary writer at the end of each fit.
+class _SummaryWriter:
+    def __init__(self):
+        self.events = tempfile.TemporaryFile()  # an events file (unlinked at once: nothing stays on disk)
+
+    def add_scalar(self, tag, value, step):
+        self.events.write(f"{step}\t{tag}\t{value:.6f}\n".encode())
+        self.events.flush()
+
+
+def summary_writer_per_fit(device):
+    model = nn.Linear(16, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 16, device=device), torch.randn(32, 1, device=device)
+    writers = []  # the trainer's summary writers, one per fit() call
+    fits = itertools.count()
+
+    def step():  # one short fit(): a few updates, logged to the fit's summary writer
+        writers.append(_SummaryWriter())  # LEAK: never closed
+        fit = next(fits)
+        for i in range(3):
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            writers[-1].add_scalar("loss", loss.item(), 3 * fit + i)
+        return {"loss": loss.item()}
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -949,6 +1059,10 @@ FAMILY = {
     "average_meter_keeps_graph": "autograd_history",
     "replay_memory_unbounded": "container_keeps_tensors",
     "manager_per_epoch": "processes",
+    "cls_token_view_kept": "container_keeps_tensors",
+    "validation_outputs_kept_for_epoch_end": "container_keeps_tensors",
+    "post_backward_hooks_every_iteration": "registered_callbacks",
+    "summary_writer_per_fit": "descriptors_not_closed",
 }
 
 RESOURCE = {
@@ -977,6 +1091,10 @@ RESOURCE = {
     "average_meter_keeps_graph": "cpu_tensors",
     "replay_memory_unbounded": "cpu_tensors",
     "manager_per_epoch": "children",
+    "cls_token_view_kept": "cpu_tensors",
+    "validation_outputs_kept_for_epoch_end": "cpu_tensors",
+    "post_backward_hooks_every_iteration": "python_objects",
+    "summary_writer_per_fit": "open_fds",
 }
 
 # The catalog entry a reader would pick for each step's mechanism, where one entry plainly fits;
@@ -1002,4 +1120,8 @@ ENTRY = {
     "average_meter_keeps_graph": "loss_accumulation",
     "replay_memory_unbounded": "feature_list",
     "manager_per_epoch": None,         # no entry leaves a multiprocessing manager's server running
+    "cls_token_view_kept": "view_keeps_base",
+    "validation_outputs_kept_for_epoch_end": "feature_list",
+    "post_backward_hooks_every_iteration": "hook_registered_every_forward",
+    "summary_writer_per_fit": "files_opened_in_getitem",
 }
