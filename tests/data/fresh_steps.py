@@ -1033,6 +1033,54 @@ def summary_writer_per_fit(device):
     return step
 
 
+# https://github.com/dudarenok-maker/Castwright/pull/1378
+# Seen: a speech service's codec ran on the CPU over variable-length token sequences, and its
+# committed host memory grew batch after batch (~1.1 GB a batch in their bench) until the process
+# was recycled: oneDNN compiles a convolution (and its scratchpad) per distinct input shape and
+# caches each (default capacity 1024), which neither gc.collect() nor empty_cache() frees.
+# Fix (merged): ONEDNN_PRIMITIVE_CACHE_CAPACITY=64 set before the first CPU convolution.
+def codec_lengths_on_cpu(device):
+    embed = nn.Embedding(512, 64).to(device)
+    codec = nn.Sequential(nn.Conv1d(64, 64, 7, padding=3), nn.GELU(),
+                          nn.ConvTranspose1d(64, 32, 4, stride=2, padding=1), nn.GELU(),
+                          nn.Conv1d(32, 1, 7, padding=3)).eval()  # the codec stays on the CPU, as there
+    lengths = itertools.count(120)
+
+    def step():  # one generated utterance: tokens on the device, decoded to audio on the CPU
+        tokens = torch.randint(0, 512, (1, next(lengths)), device=device)  # LEAK: a new length: new cached kernels
+        with torch.inference_mode():
+            audio = codec(embed(tokens).transpose(1, 2).float().cpu())
+        return {"samples": float(audio.shape[-1])}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/7343 (and pytorch/pytorch#4661, which led to the warning)
+# Seen: memory leaked on every step that took gradients with backward(create_graph=True) (there, to
+# penalise the gradient of inputs caught by a hook): the gradient left in .grad has a graph that
+# refers back to the tensor that holds it (x -> x.grad -> grad_fn -> x), a cycle inside autograd's
+# C++ objects that neither reference counting nor the garbage collector frees (a known issue, the
+# maintainers say there). PyTorch now warns on such calls.
+# Fix (the warning's advice): torch.autograd.grad(..., create_graph=True), or set .grad to None after use.
+def input_gradient_penalty_create_graph(device):
+    model = nn.Sequential(nn.Linear(64, 128), nn.Tanh(), nn.Linear(128, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    batch, target = torch.randn(128, 64, device=device), torch.randint(0, 10, (128,), device=device)
+
+    def step():  # a training step with a penalty on the gradient w.r.t. the inputs (double backprop)
+        x = batch.clone().requires_grad_()
+        loss = nn.functional.cross_entropy(model(x), target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward(create_graph=True)  # LEAK: x.grad keeps a graph that refers back to x
+        penalty = x.grad.pow(2).sum()
+        penalty.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)  # the parameters' cycles are broken here; x's is not
+        return {"loss": loss.item(), "penalty": penalty.item()}
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -1063,6 +1111,8 @@ FAMILY = {
     "validation_outputs_kept_for_epoch_end": "container_keeps_tensors",
     "post_backward_hooks_every_iteration": "registered_callbacks",
     "summary_writer_per_fit": "descriptors_not_closed",
+    "codec_lengths_on_cpu": "cache_by_argument",
+    "input_gradient_penalty_create_graph": "cyclic_garbage",
 }
 
 RESOURCE = {
@@ -1095,6 +1145,8 @@ RESOURCE = {
     "validation_outputs_kept_for_epoch_end": "cpu_tensors",
     "post_backward_hooks_every_iteration": "python_objects",
     "summary_writer_per_fit": "open_fds",
+    "codec_lengths_on_cpu": "host_heap",
+    "input_gradient_penalty_create_graph": "cpu_tensors",
 }
 
 # The catalog entry a reader would pick for each step's mechanism, where one entry plainly fits;
@@ -1124,4 +1176,6 @@ ENTRY = {
     "validation_outputs_kept_for_epoch_end": "feature_list",
     "post_backward_hooks_every_iteration": "hook_registered_every_forward",
     "summary_writer_per_fit": "files_opened_in_getitem",
+    "codec_lengths_on_cpu": "onednn_variable_shapes",
+    "input_gradient_penalty_create_graph": None,  # no entry makes a cycle through the autograd graph itself
 }
