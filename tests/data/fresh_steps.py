@@ -1081,6 +1081,74 @@ def input_gradient_penalty_create_graph(device):
     return step
 
 
+# https://github.com/referit3d/referit3d/issues/5
+# Seen: RAM grew through every epoch (up to 40 GB with 8 workers and batch size 16): each sample
+# read its scan from a big dict of Python objects shared by the forked DataLoader workers, and
+# touching an object writes its reference count, so every worker copied, page by page, every part
+# of the dict it read (the copy-on-access of pytorch/pytorch#13246).
+# Fix (none comfortable there, the issue is open): keep such data in numpy arrays or tensors, not
+# Python objects, or load each scan in __getitem__.
+class _ScanDataset(torch.utils.data.Dataset):
+    def __init__(self, n_scans):
+        self.scans = {f"scene{i:05d}": {"points": [float(j) for j in range(24)], "label": i % 17}
+                      for i in range(n_scans)}  # Python objects: each read writes their refcounts
+        self.ids = list(self.scans)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, index):
+        scan = self.scans[self.ids[index]]  # LEAK: the worker's copy of each page it touches stays
+        return torch.tensor(scan["points"][:8]), scan["label"]
+
+
+def scans_dict_in_workers(device):
+    dataset = _ScanDataset(40_000)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=256, num_workers=2, persistent_workers=True,
+                                         multiprocessing_context="fork")
+    batches = iter(loader)
+    model = nn.Linear(8, 17).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():  # one batch of the epoch (the epoch visits every scan once)
+        points, labels = next(batches)
+        loss = nn.functional.cross_entropy(model(points.to(device)), labels.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/pytorch/torchtitan/issues/763
+# Seen: with logging disabled or rare, memory grew slowly through training: the loop kept every
+# step's loss tensor in a list on the device until the next log step (losses_since_last_log.append(loss)
+# after backward), to avoid a device sync per step.
+# Fix (agreed by the maintainers, who invited a PR): aggregate, or move the losses to the CPU, at
+# every step; log at the log steps only.
+def losses_kept_until_log_step(device):
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(32, 64, device=device)
+    losses_since_last_log = []
+    steps = itertools.count(1)
+    log_freq = 1_000_000  # logging effectively off
+
+    def step():
+        loss = (model(x) - x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses_since_last_log.append(loss)  # LEAK: each loss tensor (and its graph's nodes) kept until the next log step
+        if next(steps) % log_freq == 0:
+            losses = [loss.item() for loss in losses_since_last_log]
+            print(f"loss {sum(losses) / len(losses):.4f}, max {max(losses):.4f}")
+            losses_since_last_log.clear()
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -1113,6 +1181,8 @@ FAMILY = {
     "summary_writer_per_fit": "descriptors_not_closed",
     "codec_lengths_on_cpu": "cache_by_argument",
     "input_gradient_penalty_create_graph": "cyclic_garbage",
+    "scans_dict_in_workers": "dataloader_workers",
+    "losses_kept_until_log_step": "autograd_history",
 }
 
 RESOURCE = {
@@ -1147,6 +1217,8 @@ RESOURCE = {
     "summary_writer_per_fit": "open_fds",
     "codec_lengths_on_cpu": "host_heap",
     "input_gradient_penalty_create_graph": "cpu_tensors",
+    "scans_dict_in_workers": "worker_memory",
+    "losses_kept_until_log_step": "host_heap",
 }
 
 # The catalog entry a reader would pick for each step's mechanism, where one entry plainly fits;
@@ -1178,4 +1250,6 @@ ENTRY = {
     "summary_writer_per_fit": "files_opened_in_getitem",
     "codec_lengths_on_cpu": "onednn_variable_shapes",
     "input_gradient_penalty_create_graph": None,  # no entry makes a cycle through the autograd graph itself
+    "scans_dict_in_workers": "cow_dataset_workers",
+    "losses_kept_until_log_step": "tensor_logging",
 }
