@@ -1149,6 +1149,51 @@ def losses_kept_until_log_step(device):
     return step
 
 
+# https://github.com/kragniz/python-etcd3/issues/291
+# Seen: calling etcd3.client(...) repeatedly leaked memory without bound: every client started a
+# watcher thread that was never stopped (another user saw thousands of threads a day, stable once
+# watcher creation was disabled). Fix (there): make one client and reuse it; later versions stop the
+# watcher on close, though a comment reports threads still left after connection errors.
+class _ConfigClient:
+    """A key-value store client: it starts its watcher thread when made."""
+
+    def __init__(self, store):
+        self.store = store
+        self._events = queue.Queue()
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self._watcher.start()  # LEAK: never stopped: no close() is ever called
+
+    def _watch(self):
+        while True:
+            callback = self._events.get()  # blocks until a watched key changes: no spinning
+            if callback is None:
+                return
+            callback()
+
+    def get(self, key):
+        return self.store[key]
+
+
+def config_client_per_step(device):
+    store = {"lr": 0.01, "clip": 1.0}
+    model = nn.Linear(16, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=store["lr"])
+    x, y = torch.randn(32, 16, device=device), torch.randn(32, 1, device=device)
+
+    def step():  # read the live training settings, then train one step with them
+        client = _ConfigClient(store)
+        for group in opt.param_groups:
+            group["lr"] = client.get("lr")
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), client.get("clip"))
+        opt.step()
+        return {"loss": loss.item()}
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -1183,6 +1228,7 @@ FAMILY = {
     "input_gradient_penalty_create_graph": "cyclic_garbage",
     "scans_dict_in_workers": "dataloader_workers",
     "losses_kept_until_log_step": "autograd_history",
+    "config_client_per_step": "threads_not_joined",
 }
 
 RESOURCE = {
@@ -1219,6 +1265,7 @@ RESOURCE = {
     "input_gradient_penalty_create_graph": "cpu_tensors",
     "scans_dict_in_workers": "worker_memory",
     "losses_kept_until_log_step": "host_heap",
+    "config_client_per_step": "threads",
 }
 
 # The catalog entry a reader would pick for each step's mechanism, where one entry plainly fits;
@@ -1252,4 +1299,5 @@ ENTRY = {
     "input_gradient_penalty_create_graph": None,  # no entry makes a cycle through the autograd graph itself
     "scans_dict_in_workers": "cow_dataset_workers",
     "losses_kept_until_log_step": "tensor_logging",
+    "config_client_per_step": "threads_never_joined",
 }
