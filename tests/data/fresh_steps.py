@@ -495,8 +495,8 @@ def pool_per_generation(device):
 # warnings module keeps one registry entry per distinct (text, category, line) in the calling
 # module's __warningregistry__, so every new message stays for the life of the module (a loop of
 # distinct one-line warnings took over 4 GB there).
-# Fix (POSYDON's, closed as done): warn through its own registry keyed without the text; keep the
-# changing values out of the warning's message (log them instead).
+# Fix (POSYDON's, the issue closed): its own warnings registry, keyed without the warning's text;
+# CPython's issue is open.
 def warning_per_bad_sample(device):
     model = nn.Linear(16, 1).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -566,8 +566,8 @@ def figures_never_closed(device):
 # Seen: evaluating under torch.no_grad() with the model still in training mode, Opacus's forward
 # hooks kept storing every layer's activations (for per-sample gradients at the next backward,
 # which never came for those batches), and memory grew with every evaluation batch.
-# Fix (confirmed there): model.eval() before evaluating; Opacus later stopped storing activations
-# under no_grad (meta-pytorch/opacus#180).
+# Fix (the reporter's, acknowledged by a maintainer): model.eval() before evaluating; a PR to stop
+# storing activations under no_grad followed (meta-pytorch/opacus#180).
 class _GradSampleModule:
     def __init__(self, model):
         self.model = model
@@ -693,10 +693,10 @@ def monitor_thread_left_on_failure(device):
 
 # https://github.com/Lightning-AI/pytorch-lightning/issues/9390 (fixed by Lightning-AI/pytorch-lightning#10434)
 # Seen: running many Optuna trials whose DataLoaders had persistent_workers=True, each trial's
-# worker processes stayed alive after the trial (a persistent loader keeps its iterator, and with
-# it its workers, for as long as the loader is referenced), each committing GBs, until memory ran out.
-# Fix (merged): Lightning shuts persistent workers down at the end of fit; by hand, drop every
-# reference to a finished trial's loaders (or its iterator) so their workers exit.
+# worker processes outlived the trial, each committing GBs, until memory ran out; the reporter
+# noted that workers shut down only when the loader's iterator is deleted, so something kept it.
+# Fix: Lightning-AI/pytorch-lightning#10434 (merged, "Fixes #9390"); by hand, drop every reference
+# to a finished trial's loaders (a persistent loader keeps its iterator, and so its workers).
 def persistent_workers_per_trial(device):
     dataset = torch.utils.data.TensorDataset(torch.randn(256, 16), torch.randn(256, 1))
     trials = []
@@ -889,9 +889,9 @@ def replay_memory_unbounded(device):
 
 # https://github.com/NVIDIA/sentiment-discovery/issues/60
 # Seen: the number of subprocesses grew after each epoch until host memory ran out; a maintainer
-# traced it to the ShardLoader, which made a new multiprocessing manager (a server process) every
-# epoch and kept it, so the old ones never exited.
-# Fix (the maintainers' diagnosis there; the issue is still open): make the manager once and reuse it.
+# traced it to "this creation of a shardloader manager at every epoch" (a multiprocessing manager
+# is a server process). Fix: none merged there (the issue is open); the diagnosis points at making
+# the manager once.
 class _ShardLoader:
     def __init__(self, context, shards):
         self.manager = context.Manager()  # LEAK: a new server process per epoch, shut down only when dropped
@@ -1056,11 +1056,11 @@ def codec_lengths_on_cpu(device):
 
 
 # https://github.com/pytorch/pytorch/issues/7343 (and pytorch/pytorch#4661, which led to the warning)
-# Seen: memory leaked on every step that took gradients with backward(create_graph=True) (there, to
-# penalise the gradient of inputs caught by a hook): the gradient left in .grad has a graph that
+# Seen: memory leaked on every step that took gradients with backward(create_graph=True) (in #4661,
+# gradients of inputs caught by a hook, then penalised): the gradient left in .grad has a graph that
 # refers back to the tensor that holds it (x -> x.grad -> grad_fn -> x), a cycle inside autograd's
-# C++ objects that neither reference counting nor the garbage collector frees (a known issue, the
-# maintainers say there). PyTorch now warns on such calls.
+# C++ objects that neither reference counting nor the garbage collector frees ("a known issue", a
+# maintainer says in #7343, still open). PyTorch now warns on such calls.
 # Fix (the warning's advice): torch.autograd.grad(..., create_graph=True), or set .grad to None after use.
 def input_gradient_penalty_create_graph(device):
     model = nn.Sequential(nn.Linear(64, 128), nn.Tanh(), nn.Linear(128, 10)).to(device)
