@@ -544,10 +544,10 @@ class _Figure:
 
 
 def figures_never_closed(device):
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 96 * 128)).to(device)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 48 * 64)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(4, 32, device=device)
-    target = torch.rand(4, 96 * 128, device=device)
+    target = torch.rand(4, 48 * 64, device=device)
 
     def step():  # a training step, then the prediction drawn into a figure for the log
         pred = torch.sigmoid(model(x))
@@ -555,8 +555,8 @@ def figures_never_closed(device):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        fig = _Figure(96, 128)
-        fig.imshow(pred[0].detach().view(96, 128))
+        fig = _Figure(48, 64)
+        fig.imshow(pred[0].detach().view(48, 64))
         return {"loss": loss.item(), "png": float(fig.savefig())}
 
     return step
