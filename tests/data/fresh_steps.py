@@ -1194,6 +1194,413 @@ def config_client_per_step(device):
     return step
 
 
+
+# ---- Round 2: steps written after the family fixes of issue 29, from reports not used before ----
+
+
+# https://github.com/lucidrains/rotary-embedding-torch/issues/15
+# Seen: an encoder-decoder with rotary embeddings hung in evaluation after a few epochs (memory was
+# suspected); the library cached the rotary frequencies by sequence length, so decoding, one length
+# longer at every step, added an entry per length. Fix (the maintainer's, the reporter confirmed it
+# "largely" fixed things): cache only the longest length and slice it for shorter calls.
+class _RotaryEmbedding:
+    def __init__(self, dim):
+        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        self.cache = {}
+
+    def freqs(self, seq_len, device):
+        key = f"freqs:{seq_len}|offset:0"
+        if key not in self.cache:
+            positions = torch.arange(seq_len, device=device, dtype=torch.float32)
+            freqs = torch.outer(positions, self.inv_freq.to(device))
+            self.cache[key] = torch.cat([freqs, freqs], dim=-1)  # LEAK: one entry per sequence length
+        return self.cache[key]
+
+
+def _rotate(x, freqs):
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * freqs.cos() + torch.cat([-x2, x1], dim=-1) * freqs.sin()
+
+
+def rotary_cache_per_length(device):
+    dim = 32
+    rotary = _RotaryEmbedding(dim)
+    qkv = nn.Linear(dim, 3 * dim).to(device).eval()
+    embed = nn.Embedding(100, dim).to(device)
+    tokens = torch.randint(0, 100, (1, 64), device=device)
+
+    def step():  # one decoding step without a key-value cache: the sequence is one token longer
+        nonlocal tokens
+        with torch.no_grad():
+            q, k, v = qkv(embed(tokens)).chunk(3, dim=-1)
+            freqs = rotary.freqs(tokens.shape[1], device)
+            attn = (_rotate(q, freqs) @ _rotate(k, freqs).transpose(1, 2) / dim ** 0.5).softmax(-1)
+            next_token = (attn @ v)[:, -1].sum(-1).abs().long() % 100
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        return {"length": float(tokens.shape[1])}
+
+    return step
+
+
+# https://github.com/IBM/ai-atlas-nexus/issues/262
+# Seen: every ephemeral event-loop handler made on the reentrant path (a call arriving while already
+# on the handler's loop) stopped its loop but never closed it: 3 file descriptors per call (the
+# epoll selector and the wake-up self-pipe), 93 after 30 calls even after gc.collect(), until the
+# process's descriptor limit. Fix (the issue's, closed): call loop.close() when the handler closes.
+_LOOP_HANDLERS = []  # the handlers stay reachable, as the report's gc.collect() measurement shows
+
+
+class _EventLoopHandler:
+    def __init__(self):
+        import asyncio
+
+        self.loop = asyncio.new_event_loop()
+        _LOOP_HANDLERS.append(self)
+
+    def __call__(self, coroutine):
+        try:
+            return self.loop.run_until_complete(coroutine)
+        finally:
+            self.loop.stop()  # LEAK: stopped, never self.loop.close(): its selector and self-pipe stay open
+
+
+def event_loop_per_call(device):
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).to(device).eval()
+    x = torch.randn(16, 32, device=device)
+
+    async def classify():
+        with torch.no_grad():
+            return model(x).argmax(1)
+
+    def step():  # one risk lookup made from inside async code: a fresh handler runs it
+        labels = _EventLoopHandler()(classify())
+        return {"label_sum": float(labels.sum())}
+
+    return step
+
+
+# https://github.com/MultimediaTechLab/YOLO/pull/83
+# Seen: around 1-2 MB of CPU memory leaked per batch in training: the per-epoch loss totals were a
+# defaultdict of tensors, and each batch added its loss tensors (with their autograd graph) into them.
+# Fix (merged; the reviewer's variant): a defaultdict(float) and `+= loss_val.item() * batch_size`.
+def loss_totals_keep_graph(device):
+    blocks = [nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.SiLU()) for _ in range(6)]
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), *blocks, nn.Conv2d(16, 4 + 3, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    images = torch.rand(4, 3, 16, 16, device=device)
+    boxes, classes = torch.rand(4, 4, 16, 16, device=device), torch.randint(0, 2, (4, 3, 16, 16), device=device).float()
+    total_loss = collections.defaultdict(lambda: torch.tensor(0.0, device=device))
+    seen = itertools.count(4, 4)
+
+    def step():  # one training batch of the epoch
+        out = model(images)
+        losses = {"box": (out[:, :4].sigmoid() - boxes).abs().mean(),
+                  "cls": nn.functional.binary_cross_entropy_with_logits(out[:, 4:], classes),
+                  "iou": 1 - (torch.minimum(out[:, :4].sigmoid(), boxes).sum() / torch.maximum(out[:, :4].sigmoid(), boxes).sum())}
+        loss = sum(losses.values())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        for name, value in losses.items():
+            total_loss[name] += value * images.shape[0]  # LEAK: a tensor with its graph, chained batch after batch
+        n = next(seen)
+        return {name: float(total.detach()) / n for name, total in total_loss.items()}
+
+    return step
+
+
+# https://github.com/scikit-video/scikit-video/issues/17
+# Seen: reading >10,000 videos in a loop with vread, the process failed after about 2,000: every
+# read had started an ffmpeg reader process that was never terminated, and htop showed ffmpeg
+# processes alive for videos long done. Fix (pushed by the maintainer, the reporter confirmed
+# "Works now"): close the reader's process when the read is done.
+class _VideoReader:
+    """A decoder process per video (``cat`` stands in for ffmpeg: raw frames in, raw frames out)."""
+
+    def __init__(self):
+        import subprocess
+
+        self._proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def read(self, raw, shape):
+        self._proc.stdin.write(raw)
+        self._proc.stdin.flush()
+        return torch.frombuffer(bytearray(self._proc.stdout.read(len(raw))), dtype=torch.uint8).view(shape)
+
+
+def video_reader_process_per_clip(device):
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    clips = []  # the loader's record of each clip read, reader included
+    gen = torch.Generator().manual_seed(0)
+
+    def step():  # read the next short video (4 frames) and train on it
+        raw = torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8, generator=gen).numpy().tobytes()
+        reader = _VideoReader()
+        frames = reader.read(raw, (4, 3, 16, 16))
+        clips.append({"reader": reader, "frames": 4})  # LEAK: the reader's process is never closed or terminated
+        loss = model(frames.to(device).float() / 255).logsumexp(1).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/86537 (the cause explained in pytorch/pytorch#43119)
+# Seen: in a neural architecture search, tracing a different generated model with torch.jit.trace
+# in each round led to OOM: memory grew with every traced graph and was never given back after the
+# traced module was deleted. A maintainer explains (#43119) that one global compilation unit holds
+# every graph traced from Python, by design. Fix: none in PyTorch (the issue is open); trace
+# candidates in a child process, or do not trace every candidate.
+def trace_per_candidate(device):
+    x = torch.randn(8, 16, device=device)
+    candidates = itertools.count()
+
+    def step():  # one candidate architecture: build, trace for fast evaluation, score
+        n = next(candidates)
+        width = 16 + n % 97
+        layers = [nn.Linear(16, width), nn.LeakyReLU()]
+        for _ in range(n % 4):
+            layers += [nn.Linear(width, width), nn.LeakyReLU()]
+        candidate = nn.Sequential(*layers, nn.Linear(width, 1)).to(device).eval()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore", FutureWarning)  # torch.jit.trace is deprecated
+            traced = torch.jit.trace(candidate, x, check_trace=False)  # LEAK: the graph stays in the global compilation unit
+            score = traced(x).mean()
+        return {"score": float(score)}
+
+    return step
+
+
+# https://github.com/jacobgil/pytorch-grad-cam/issues/132
+# Seen: making a new GradCAM object for every input in a loop, memory built up even though each
+# object was deleted after use: its forward and gradient hooks were registered on the target layer
+# and never removed, so the old objects stayed, and kept collecting. Fix (the maintainer's: "Should
+# be solved!"): remove the hooks when the object is released (later, a `with GradCAM(...)` block).
+class _ActivationsAndGradients:
+    def __init__(self, target_layer):
+        self.activations, self.gradients = [], []
+        target_layer.register_forward_hook(self.save_activation)  # LEAK: the handles are dropped, never removed
+        target_layer.register_forward_hook(self.save_gradient)
+
+    def save_activation(self, module, inputs, output):
+        self.activations.append(output.cpu().detach())
+
+    def save_gradient(self, module, inputs, output):
+        def store(grad):
+            self.gradients = [grad.cpu().detach(), *self.gradients]
+        output.register_hook(store)
+
+
+def cam_per_image_hooks(device):
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)).to(device).eval()
+    image = torch.rand(1, 3, 32, 32, device=device)
+
+    def step():  # explain one image with a fresh CAM object, then delete it
+        cam = _ActivationsAndGradients(model[2])
+        scores = model(image)
+        model.zero_grad(set_to_none=True)
+        scores[0, scores.argmax()].backward()
+        weights = cam.gradients[0].mean(dim=(2, 3), keepdim=True)
+        heatmap = torch.relu((weights * cam.activations[-1]).sum(1))
+        del cam
+        return {"peak": float(heatmap.max())}
+
+    return step
+
+
+# https://github.com/mem0ai/mem0/issues/4586 (and the proposed fix, mem0ai/mem0#4587)
+# Seen: Memory.search(), add() and get_all() each made a new ThreadPoolExecutor per call; under
+# sustained traffic (~50 requests/s) threads accumulated, about one a minute, 800+ idle threads and
+# OOM kills after hours (something still referenced the executors, the reporter suspects Sentry's
+# threading integration). Fix (#4587): one shared executor made in __init__; the maintainers
+# resolved it on main by spawning no pool on that path.
+class _Executor:
+    """A thread pool whose workers are daemons blocked on the work queue until shutdown()."""
+
+    def __init__(self, workers):
+        self._work = queue.Queue()
+        for _ in range(workers):
+            threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while (item := self._work.get()) is not None:  # blocks between tasks: no spinning
+            index, fn, done = item
+            done.put((index, fn()))
+
+    def map(self, fns):
+        done = queue.Queue()
+        for index, fn in enumerate(fns):
+            self._work.put((index, fn, done))
+        return [result for _, result in sorted(done.get() for _ in fns)]
+
+    def shutdown(self):
+        for _ in range(2):
+            self._work.put(None)
+
+
+def executor_per_request(device):
+    encoder = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32)).to(device).eval()
+    memories = torch.randn(2048, 32, device=device)
+    query = torch.randn(4, 64, device=device)
+
+    def step():  # one search request: vector store and graph store queried in parallel
+        with torch.no_grad():
+            q = encoder(query)
+        executor = _Executor(2)  # LEAK: a new pool per request, never shutdown()
+        top, graph = executor.map([lambda: (q @ memories.T).topk(5).indices, lambda: (q.abs() > 1).sum()])
+        return {"hits": float(top.numel()), "graph": float(graph)}
+
+    return step
+
+
+# https://github.com/huggingface/transformers/issues/34366
+# Seen: loading a sharded safetensors checkpoint and converting each layer's weights to another
+# dtype, memory stayed at the size of the whole checkpoint: the shards were memory-mapped, and the
+# weights left unconverted (the embeddings) were views into their shard's mapping, so every shard,
+# with every page the conversion had read, stayed mapped. Diagnosis agreed in the thread (a memray
+# profile: the mmap allocations); closed. Fix (there): copy every weight out of the mapping (or
+# shard smaller), so no view keeps a shard mapped.
+def shard_view_keeps_mapping(device):
+    layers = []  # the model being assembled, one layer per shard
+    x = torch.randn(8, 512, device=device)
+
+    def step():  # load the next shard memory-mapped, convert its projection, keep its embedding as is
+        shard = {"embed": torch.randn(128, 512), "proj": torch.randn(128, 512)}
+        with tempfile.NamedTemporaryFile(suffix=".pt") as f:  # unlinked at close: the mapping outlives the name
+            torch.save(shard, f.name)
+            state = torch.load(f.name, mmap=True, weights_only=True)
+        layer = {"proj": state["proj"].to(torch.bfloat16).to(device),
+                 "embed": state["embed"]}  # LEAK: a view into the shard's mapping keeps the whole file mapped
+        layers.append(layer)
+        with torch.no_grad():
+            out = (x @ layer["embed"].to(device).T) @ layer["proj"].float()
+        return {"layers": float(len(layers)), "out": float(out.abs().mean())}
+
+    return step
+
+
+# https://github.com/ultralytics/yolov3/issues/642
+# Seen: training with image caching ran out of memory (6k cached images stuck a 32 GB machine);
+# the maintainer explained that each DataLoader worker caches the images it loads
+# (`self.imgs[index] = img` in load_image) independently of the others, so with 16 workers the
+# machine tries to hold 16 caches. Fix (there): cache once, before the workers start, or not at all.
+class _CachingImages(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.n = n
+        self.imgs = {}  # filled lazily, in whichever worker loads the image
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        img = self.imgs.get(index)
+        if img is None:
+            img = torch.randint(0, 256, (3, 48, 48), dtype=torch.uint8, generator=torch.Generator().manual_seed(index))
+            self.imgs[index] = img  # LEAK: each worker's own cache, one more image per sample it loads
+        return img.float() / 255, index % 5
+
+
+def worker_image_cache(device):
+    loader = torch.utils.data.DataLoader(_CachingImages(200_000), batch_size=16, num_workers=2, persistent_workers=True,
+                                         multiprocessing_context="fork")
+    batches = iter(loader)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+    model = model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():  # one batch of the (long) epoch
+        images, labels = next(batches)
+        loss = nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/huggingface/transformers/issues/7158 (the fix: huggingface/transformers#7767)
+# Seen: trainer.evaluate() ran out of memory on a large evaluation set: the prediction loop kept
+# every batch's logits on the device, concatenated into one growing tensor, until the end of the
+# loop. Fix (merged in #7767): eval_accumulation_steps, which moves the predictions to the CPU
+# every N steps (the issue was closed after it).
+def predictions_concat_on_device(device):
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64)).to(device).eval()
+    batch = torch.randn(32, 64, device=device)
+    preds = None
+
+    def step():  # one evaluation batch; the evaluation set has 600,000 examples
+        nonlocal preds
+        with torch.no_grad():
+            logits = model(batch)
+        preds = logits if preds is None else torch.cat((preds, logits), dim=0)  # LEAK: all logits kept until the loop ends
+        return {"predictions": float(preds.shape[0])}
+
+    return step
+
+
+# https://github.com/basicallysource/sorter-v2/pull/337
+# Seen: the backend's memory grew until it took the service down for six hours: the predictors
+# cached loaded model sessions in a module-level dict keyed by (name, sha256) with no eviction, so
+# every model version ever activated stayed resident; the clear_cache() meant to release them was
+# never called. Fix (merged): one slot for the active model instead of the dict.
+_SESSION_CACHE = {}
+
+
+def _load_session(name, version, device):
+    key = (name, f"{version:064x}")
+    if key not in _SESSION_CACHE:
+        torch.manual_seed(version)
+        _SESSION_CACHE[key] = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 16)).to(device).eval()  # LEAK: never evicted
+    return _SESSION_CACHE[key]
+
+
+def session_cache_per_version(device):
+    versions = itertools.count()
+    name = f"color_predictor.{os.getpid()}.{id(versions)}"
+    pieces = torch.randn(32, 64, device=device)
+
+    def step():  # a new model version is activated, then the next batch of pieces is classified
+        session = _load_session(name, next(versions), device)
+        with torch.no_grad():
+            colors = session(pieces).argmax(1)
+        return {"colors": float(colors.float().mean())}
+
+    return step
+
+
+# https://github.com/DiamondLightSource/httomo/pull/265 (fixes DiamondLightSource/httomo#264)
+# Seen: memory grew through a pipeline run: the reader and writer objects of every section were
+# never garbage collected, because each registered its own bound method with weakref.finalize, and
+# the finalizer registry's reference to the bound method keeps the object alive (the warning in
+# the weakref docs). Fix (merged): pass weakref.finalize a function that holds no reference to it.
+class _DataSetStoreWriter:
+    def __init__(self, block):
+        import weakref
+
+        self.block = block
+        weakref.finalize(self, self.finalize)  # LEAK: a bound method: the finalizer registry keeps self alive
+
+    def finalize(self):
+        self.block = None
+
+
+def finalizer_bound_method(device):
+    model = nn.Sequential(nn.Linear(256, 256), nn.Tanh()).to(device).eval()
+    chunk = torch.randn(64, 256, device=device)
+
+    def step():  # one pipeline section: its output block written to a store, read back by the next section
+        with torch.no_grad():
+            writer = _DataSetStoreWriter(model(chunk))
+        return {"mean": float(writer.block.mean())}
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -1229,7 +1636,21 @@ FAMILY = {
     "scans_dict_in_workers": "dataloader_workers",
     "losses_kept_until_log_step": "autograd_history",
     "config_client_per_step": "threads_not_joined",
+    # round 2
+    "rotary_cache_per_length": "cache_by_argument",
+    "event_loop_per_call": "descriptors_not_closed",
+    "loss_totals_keep_graph": "autograd_history",
+    "video_reader_process_per_clip": "processes",
+    "trace_per_candidate": "registry_keeps_objects",
+    "cam_per_image_hooks": "registered_callbacks",
+    "executor_per_request": "threads_not_joined",
+    "shard_view_keeps_mapping": "mapped_files_kept",
+    "worker_image_cache": "dataloader_workers",
+    "predictions_concat_on_device": "container_keeps_tensors",
+    "session_cache_per_version": "registry_keeps_objects",
+    "finalizer_bound_method": "registered_callbacks",
 }
+
 
 RESOURCE = {
     "metric_state_never_reset": "cpu_tensors",
@@ -1266,7 +1687,21 @@ RESOURCE = {
     "scans_dict_in_workers": "worker_memory",
     "losses_kept_until_log_step": "host_heap",
     "config_client_per_step": "threads",
+    # round 2
+    "rotary_cache_per_length": "cpu_tensors",
+    "event_loop_per_call": "open_fds",
+    "loss_totals_keep_graph": "host_heap",  # the graphs' nodes (C++); backward has freed their saved tensors
+    "video_reader_process_per_clip": "children",
+    "trace_per_candidate": "host_heap",  # the traced graphs live in the C++ compilation unit
+    "cam_per_image_hooks": "cpu_tensors",
+    "executor_per_request": "threads",
+    "shard_view_keeps_mapping": "mapped_file_bytes",
+    "worker_image_cache": "worker_memory",
+    "predictions_concat_on_device": "cpu_tensors",
+    "session_cache_per_version": "cpu_tensors",
+    "finalizer_bound_method": "cpu_tensors",
 }
+
 
 # The catalog entry a reader would pick for each step's mechanism, where one entry plainly fits;
 # None where the catalog has no entry for the mechanism (the right answer is then "resembles no
@@ -1300,4 +1735,25 @@ ENTRY = {
     "scans_dict_in_workers": "cow_dataset_workers",
     "losses_kept_until_log_step": "tensor_logging",
     "config_client_per_step": "threads_never_joined",
+    # round 2
+    "event_loop_per_call": "files_opened_in_getitem",
+    "loss_totals_keep_graph": "loss_accumulation",
+    "video_reader_process_per_clip": None,  # no entry leaves a helper process per item running
+    "trace_per_candidate": None,            # no entry keeps traced graphs: TorchScript's compilation unit
+    "cam_per_image_hooks": "hook_registered_every_forward",
+    "executor_per_request": "threads_never_joined",
+    "shard_view_keeps_mapping": "mmap_checkpoints_kept",
+    "worker_image_cache": "persistent_workers_cache",
+    "predictions_concat_on_device": "feature_list",
+    "session_cache_per_version": "model_rebuild",
+    "finalizer_bound_method": None,         # no entry registers with weakref.finalize
 }
+
+# Which held-out round each step belongs to. Round 1 (the first 34 steps) showed the misreadings
+# that the family rules were then fixed for, so its rates are no longer held out; round 2 was
+# written after those fixes, its answers committed before it was measured.
+ROUND = {name: 2 if name in (
+    "rotary_cache_per_length", "event_loop_per_call", "loss_totals_keep_graph", "video_reader_process_per_clip",
+    "trace_per_candidate", "cam_per_image_hooks", "executor_per_request", "shard_view_keeps_mapping",
+    "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
+) else 1 for name in FAMILY}
