@@ -7,7 +7,9 @@
   and counts the first suggestion, and any of the first three, that share its family.
 - :func:`fresh_steps` runs held-out leaky steps written from public reports
   (tests/data/fresh_steps.py, never catalog cases) and counts the same against the family a
-  reader would pick; ``leaklab bench --matching`` keeps the figures in a results file.
+  reader would pick; ``leaklab bench --matching`` keeps the figures in a results file. The
+  steps come in held-out rounds (the module's ``ROUND``): the rates are given per round as well,
+  since a round that the family rules were later fixed on is no longer held out.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def leave_one_out(entries: list[dict[str, Any]], device: str) -> dict[str, Any]:
     return _rates(rows)
 
 
-def _rates(rows: dict[str, Any]) -> dict[str, Any]:
+def _counts(rows: dict[str, Any]) -> dict[str, Any]:
     """The counts rendered in docs/harness.md. ``entry_*``: among the steps whose mechanism has an
     entry (their ``entry`` names it), how often the first suggestion is that entry;
     ``no_entry_*``: among those whose mechanism has none (``entry`` None), how often the answer
@@ -91,12 +93,20 @@ def _rates(rows: dict[str, Any]) -> dict[str, Any]:
     counted = [row for row in rows.values() if row.get("has_sibling", True)]
     with_entry = [row for row in counted if row.get("entry")]
     no_entry = [row for row in counted if "entry" in row and row["entry"] is None]
-    return {"rows": rows, "counted": len(counted), "first": sum(row["first"] for row in counted),
+    return {"counted": len(counted), "first": sum(row["first"] for row in counted),
             "top3": sum(row["top3"] for row in counted), "none_close": sum(not row["suggested"] for row in counted),
             "entry_counted": len(with_entry),
             "entry_first": sum(bool(row["suggested"]) and row["suggested"][0][0] == row["entry"] for row in with_entry),
             "no_entry_counted": len(no_entry), "no_entry_none": sum(not row["suggested"] for row in no_entry),
             "without_sibling": sorted(slug for slug, row in rows.items() if not row.get("has_sibling", True))}
+
+
+def _rates(rows: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_counts` over all rows, and, where the rows name their held-out round (``round``),
+    the same counts per round (keys are the round numbers as strings, as JSON keeps them)."""
+    rounds = sorted({row["round"] for row in rows.values() if "round" in row})
+    by_round = {str(r): _counts({name: row for name, row in rows.items() if row.get("round") == r}) for r in rounds}
+    return {"rows": rows, **_counts(rows), **({"rounds": by_round} if by_round else {})}
 
 
 def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progress: Any = None) -> dict[str, Any]:
@@ -105,6 +115,7 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
     module = load_script(FRESH_STEPS)
     families: dict[str, str] = dict(module.FAMILY)
     entries_named: dict[str, str | None] = dict(getattr(module, "ENTRY", {}))
+    rounds: dict[str, int] = dict(getattr(module, "ROUND", {}))
     rows = {}
     for name, family in families.items():
         report: Report = run_script(FRESH_STEPS, name, device, RunOptions())
@@ -115,6 +126,7 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
                       "signature": report.signature, "device": device, "holder": report.holder,
                       "holder_missing": report.holder_missing,
                       **({"entry": entries_named[name]} if name in entries_named else {}),
+                      **({"round": rounds[name]} if name in rounds else {}),
                       "suggested": [[s.slug, s.family, s.score] for s in found], "first": first, "top3": any_of_three}
         if progress:
             progress(name, rows[name])
@@ -125,10 +137,13 @@ def rematch(summary: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str,
     """The held-out steps' committed signatures matched again against ``entries`` (the catalog as
     it is now), so that the rates rendered always describe the catalog that ships."""
     rows = {}
-    named = dict(getattr(load_script(FRESH_STEPS), "ENTRY", {}))  # the answers as they are now
+    module = load_script(FRESH_STEPS)
+    named = dict(getattr(module, "ENTRY", {}))  # the answers as they are now
+    rounds = dict(getattr(module, "ROUND", {}))
     for name, row in summary["rows"].items():
-        row = {**{key: value for key, value in row.items() if key != "entry"},
-               **({"entry": named[name]} if name in named else {})}
+        row = {**{key: value for key, value in row.items() if key not in ("entry", "round")},
+               **({"entry": named[name]} if name in named else {}),
+               **({"round": rounds[name]} if name in rounds else {})}
         mine = Signature.from_json(row["signature"]) if row.get("signature") else None
         if mine is not None:
             mine = redecide(mine, row.get("holder"), row.get("holder_missing"))
