@@ -1499,13 +1499,13 @@ class _CachingImages(torch.utils.data.Dataset):
     def __getitem__(self, index):
         img = self.imgs.get(index)
         if img is None:
-            img = torch.randint(0, 256, (3, 48, 48), dtype=torch.uint8, generator=torch.Generator().manual_seed(index))
+            img = torch.randint(0, 256, (3, 80, 80), dtype=torch.uint8, generator=torch.Generator().manual_seed(index))
             self.imgs[index] = img  # LEAK: each worker's own cache, one more image per sample it loads
         return img.float() / 255, index % 5
 
 
 def worker_image_cache(device):
-    loader = torch.utils.data.DataLoader(_CachingImages(200_000), batch_size=16, num_workers=2, persistent_workers=True,
+    loader = torch.utils.data.DataLoader(_CachingImages(200_000), batch_size=32, num_workers=2, persistent_workers=True,
                                          multiprocessing_context="fork")
     batches = iter(loader)
     model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
