@@ -1,0 +1,47 @@
+"""The held-out matching rates per round: counted per round, and round 2 rendered on a row of its own."""
+
+from leaklab.scripts import load_script
+from leaklab_lab.catalog import _matching
+from leaklab_lab.matching import FRESH_STEPS, _rates
+
+
+def _row(family: str, suggested: list, entry: object = "absent", round_: int | None = None) -> dict:
+    first = bool(suggested) and suggested[0][1] == family
+    return {"family": family, "suggested": suggested, "first": first, "top3": first,
+            **({} if entry == "absent" else {"entry": entry}), **({} if round_ is None else {"round": round_})}
+
+
+def test_rates_are_counted_per_round_as_well_as_in_total():
+    rows = {"a": _row("f", [["e1", "f", 0.9]], "e1", 1), "b": _row("f", [["e2", "g", 0.9]], "e1", 1),
+            "c": _row("g", [], None, 2), "d": _row("g", [["e3", "g", 0.9]], None, 2)}
+    rates = _rates(rows)
+    assert (rates["counted"], rates["first"], rates["entry_first"], rates["no_entry_none"]) == (4, 2, 1, 1)
+    assert (rates["rounds"]["1"]["counted"], rates["rounds"]["1"]["first"], rates["rounds"]["1"]["entry_first"]) == (2, 1, 1)
+    assert (rates["rounds"]["2"]["counted"], rates["rounds"]["2"]["first"], rates["rounds"]["2"]["no_entry_counted"],
+            rates["rounds"]["2"]["no_entry_none"]) == (2, 1, 2, 1)
+    assert "rounds" not in _rates({name: {k: v for k, v in row.items() if k != "round"} for name, row in rows.items()})
+
+
+def test_every_fresh_step_has_a_round_and_round_2_has_answers_for_family_and_resource():
+    module = load_script(FRESH_STEPS)
+    assert set(module.ROUND) == set(module.FAMILY) == set(module.RESOURCE)
+    second = [name for name, r in module.ROUND.items() if r == 2]
+    assert len(second) >= 12
+    assert sum(1 for name in second if name in module.ENTRY and module.ENTRY[name] is None) >= 3
+
+
+def test_round_2_is_rendered_on_a_row_of_its_own_labelled_held_out():
+    module = load_script(FRESH_STEPS)
+    one = next(name for name, r in module.ROUND.items() if r == 1)
+    two = [name for name, r in module.ROUND.items() if r == 2][:2]
+    rows = {name: {"family": module.FAMILY[name], "signature": None, "device": "cpu", "holder": None,
+                   "holder_missing": "not found", "suggested": [], "first": False, "top3": False}
+            for name in (one, *two)}
+    document = {"environment": {"device_name": "cpu", "torch": "2.14.1+cpu"},
+                "benchmarks": {"matching": {"rows": rows}}}
+    lines = _matching({"generated_from": [], "entries": []}, [("m.json", document)])
+    table = [line for line in lines if line.startswith("| held-out steps")]
+    assert len(table) == 3, table  # the totals, round 1, round 2
+    held_out = [line for line in table if "round 2 (held out from the family fixes)" in line]
+    assert len(held_out) == 1 and "| 2 | 0 |" in held_out[0], held_out
+    assert any(f"`{two[0]}` (CPU (torch 2.14.1), round 2," in line for line in lines)
