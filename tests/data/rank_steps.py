@@ -1,0 +1,71 @@
+"""Factories for the checks under torchrun (tests/test_distributed.py): each rank builds its own
+step; every step here makes a collective (an all_reduce), so a rank that stops alone would hang
+the others."""
+
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def _summed(device):
+    total = torch.ones(4, device=device)
+
+    def all_reduce():
+        total.fill_(1)
+        dist.all_reduce(total)  # every rank must run every step, or this waits
+        return total
+
+    return all_reduce
+
+
+def leak_on_rank1(device):
+    """Rank 1 keeps 25 KiB of CPU tensors a step (a debugging list left on one rank)."""
+    all_reduce, kept, rank = _summed(device), [], dist.get_rank()
+
+    def step():
+        all_reduce()
+        if rank == 1:
+            kept.append(torch.zeros(6400))  # LEAK: 25 KiB a step, on rank 1 only
+
+    return step
+
+
+def level_on_rank0(device):
+    """Rank 0 holds 4 MiB more than the others from the start (results gathered to it once), and
+    nothing grows: a level skew, not growth."""
+    all_reduce = _summed(device)
+    held = torch.zeros(1024 * 1024) if dist.get_rank() == 0 else None  # LEVEL: 4 MiB on rank 0
+
+    def step():
+        all_reduce()
+        return {"held": 0 if held is None else held.numel()}
+
+    return step
+
+
+def fails_on_rank1(device):
+    """Rank 1's third measured step fails as LEAKLAB_TEST_FAIL says: raise, exit or hang
+    (warm-up is 1 step in the tests)."""
+    all_reduce, calls, rank = _summed(device), [], dist.get_rank()
+    how = os.environ["LEAKLAB_TEST_FAIL"]
+
+    def step():
+        calls.append(1)
+        if rank == 1 and len(calls) == 4:
+            if how == "raise":
+                raise RuntimeError("bad batch on rank 1")
+            if how == "exit":
+                sys.exit(5)
+            time.sleep(3600)  # hang: ended by --timeout
+        all_reduce()
+
+    return step
+
+
+def factory_fails_on_rank1(device):
+    if dist.get_rank() == 1:
+        raise RuntimeError("no data shard for rank 1")
+    return _summed(device)
