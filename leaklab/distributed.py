@@ -206,6 +206,9 @@ class Coordinator:
         box = [decision]
         dist.broadcast_object_list(box, src=0, group=self.control)
         mine = ranks.split(box[0], self.rank)
+        # gloo keeps its last collective's tensors until the next one: without this, the pickled
+        # decision's would be freed in the pass's first step (-166 B of CPU tensors, -6 objects).
+        self.all_may_stop(True)
         if isinstance(mine, Pass):
             return AgreedPass(**{f.name: getattr(mine, f.name) for f in dataclasses.fields(Pass)},
                               agree=self.all_may_stop)
@@ -236,6 +239,8 @@ def launch(nproc: int, argv: list[str]) -> int:
     # The launcher's own log (a rank's exit code, its summary table) says again what rank 0 said.
     for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    if nproc > 1:  # as torchrun does: the ranks share the machine's cores
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1)
     try:

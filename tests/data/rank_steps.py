@@ -47,8 +47,8 @@ def level_on_rank0(device):
 
 
 def fails_on_rank1(device):
-    """Rank 1's third measured step fails as LEAKLAB_TEST_FAIL says: raise, exit or hang
-    (warm-up is 1 step in the tests)."""
+    """Rank 1's fourth step fails as LEAKLAB_TEST_FAIL says: raise, exit or hang (the second
+    measured step, after 2 warm-up steps, in the tests)."""
     all_reduce, calls, rank = _summed(device), [], dist.get_rank()
     how = os.environ["LEAKLAB_TEST_FAIL"]
 
