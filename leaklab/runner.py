@@ -33,7 +33,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -61,9 +61,6 @@ from leaklab.verdict import (
     growing,
     next_pass,
 )
-
-if TYPE_CHECKING:
-    from leaklab.distributed import Coordinator
 
 Factory = Callable[[str], Step]
 
@@ -135,7 +132,7 @@ class RunOptions:
     horizon: int = HORIZON                 # steps over which a record of plain data is judged
     progress: Callable[[int, int, dict[str, int]], None] | None = None
     name: str = ""
-    ranks: Coordinator | None = None       # under torchrun: every rank's steps agreed (leaklab.distributed)
+    ranks: Any = None                      # under torchrun: every rank's steps agreed (a leaklab.distributed.Coordinator)
 
     @property
     def plan(self) -> Plan:
