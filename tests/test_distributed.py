@@ -73,6 +73,19 @@ def test_nproc_names_the_rank_that_grows_and_carries_every_ranks_report():
     assert answers(done.stderr) == [f"leaklab: {data['summary']}"]
 
 
+def test_a_long_pass_for_one_ranks_series_runs_on_every_rank():
+    """Python objects growing alone on rank 1 go through a long pass; rank 0 reads nothing in it but
+    runs its steps, and may end it early only where rank 1 may (the step's all_reduce waits else)."""
+    target = f"{STEPS}:objects_on_rank1"
+    done = run([*LEAKLAB, target, *SHORT, "--json", "--timeout", "5"])
+    assert done.returncode == EXIT_LEAK, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    zero, one = data["ranks"]
+    assert data["summary"].startswith(f"{target}: grows on rank 1 of 2 (rank 0 bounded): python_objects by ")
+    assert one["crept"] == ["python_objects"] and "crept" not in zero
+    assert zero["long_pass_steps"] == one["long_pass_steps"] > 0
+
+
 @pytest.mark.parametrize(("how", "said"), [
     ("raise", "RuntimeError: bad batch on rank 1"),
     ("exit", "exited: the step called sys.exit(5)"),

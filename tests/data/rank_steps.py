@@ -72,3 +72,20 @@ def factory_fails_on_rank1(device):
     if dist.get_rank() == 1:
         raise RuntimeError("no data shard for rank 1")
     return _summed(device)
+
+
+class Handle:
+    """What a step keeps on rank 1 below: not plain data, no tensor."""
+
+
+def objects_on_rank1(device):
+    """Rank 1 keeps one small object a step: Python objects alone grow, which the policy watches
+    through a long pass before it calls it growth, so that pass runs on every rank."""
+    all_reduce, kept, rank = _summed(device), [], dist.get_rank()
+
+    def step():
+        all_reduce()
+        if rank == 1:
+            kept.append(Handle())  # LEAK: one object a step, on rank 1 only
+
+    return step
