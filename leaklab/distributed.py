@@ -39,6 +39,7 @@ import torch.distributed as dist
 
 from leaklab import ranks
 from leaklab import resources as known
+from leaklab.report import EXIT_STEP_FAILED
 from leaklab.series import Series, Step, call_step
 from leaklab.timelimit import StepTimeout, TimeLimit
 from leaklab.verdict import Done, Pass, Plan, Resource, Verdicts, next_pass
@@ -233,12 +234,14 @@ def launch(nproc: int, argv: list[str]) -> int:
     """``leaklab check --nproc N ...``: ``python -m leaklab ...`` on ``nproc`` ranks of this
     machine through torch's own elastic launcher (as ``torchrun --standalone`` does); the merged
     exit code every rank answered with (:func:`leaklab.ranks.launcher_code`)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     # The launcher's own log (a rank's exit code, its summary table) says again what rank 0 said.
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):  # each of torch's sets its own level
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     if nproc > 1:  # as torchrun does: the ranks share the machine's cores
         os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
@@ -250,4 +253,7 @@ def launch(nproc: int, argv: list[str]) -> int:
         if line:
             print(f"leaklab: {line}", file=sys.stderr, flush=True)
         return code
+    except SignalException as exc:  # Ctrl-C or SIGTERM: the launcher has stopped every rank
+        print(f"leaklab: interrupted: {exc.sigval.name} (every rank was stopped)", file=sys.stderr, flush=True)
+        return EXIT_STEP_FAILED
     return 0
