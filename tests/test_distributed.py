@@ -49,19 +49,13 @@ def answers(stderr):
     return [line for line in stderr.splitlines() if line.startswith("leaklab:")]
 
 
-def test_torchrun_every_rank_bounded_and_rank_0s_level_is_a_skew():
-    target = f"{STEPS}:level_on_rank0"
+def test_torchrun_uses_the_scripts_group_and_says_rank_0s_level_is_a_skew():
+    target = "tests/data/rank_own_group.py:level_on_rank0"
     done = run([*TORCHRUN, target, *SHORT])
     assert done.returncode == EXIT_BOUNDED, done.stderr[-3000:]
     line = done.stdout.splitlines()[0]
     assert line.startswith(f"{target}: bounded on every rank (2)")
     assert "level skew, not growth: rank 0 holds" in line and "of cpu_tensors" in line
-
-
-def test_a_process_group_the_script_made_is_used_as_it_is():
-    done = run([*TORCHRUN, "tests/data/rank_own_group.py:make_step", *SHORT])
-    assert done.returncode == EXIT_BOUNDED, done.stderr[-3000:]
-    assert done.stdout.splitlines()[0].startswith("tests/data/rank_own_group.py:make_step: bounded on every rank (2)")
 
 
 def test_nproc_names_the_rank_that_grows_and_carries_every_ranks_report():

@@ -33,19 +33,6 @@ def leak_on_rank1(device):
     return step
 
 
-def level_on_rank0(device):
-    """Rank 0 holds 4 MiB more than the others from the start (results gathered to it once), and
-    nothing grows: a level skew, not growth."""
-    all_reduce = _summed(device)
-    held = torch.zeros(1024 * 1024) if dist.get_rank() == 0 else None  # LEVEL: 4 MiB on rank 0
-
-    def step():
-        all_reduce()
-        return {"held": 0 if held is None else held.numel()}
-
-    return step
-
-
 def fails_on_rank1(device):
     """Rank 1's fourth step fails as LEAKLAB_TEST_FAIL says: raise, exit or hang (the second
     measured step, after 2 warm-up steps, in the tests). Where it raises or hangs, rank 0 waits on
