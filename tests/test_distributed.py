@@ -86,6 +86,16 @@ def test_a_long_pass_for_one_ranks_series_runs_on_every_rank():
     assert zero["long_pass_steps"] == one["long_pass_steps"] > 0
 
 
+def test_a_budget_one_rank_passes_stops_every_rank_at_that_step():
+    done = run([*TORCHRUN[:-3], "tests/data/rank_budget_main.py"], PYTHONPATH=str(ROOT))  # this checkout's leaklab
+    assert done.returncode == 0, done.stderr[-3000:]
+    zero, one = json.loads(done.stdout)
+    assert one["stopped_by_budget"] == "cpu_tensors" and one["verdict"] == "grows"
+    assert zero["stopped_by_budget"] == "cpu_tensors@rank1" and zero["verdict"] == "bounded"
+    assert zero["samples"] and len(zero["samples"]) == len(one["samples"])  # the same steps, on every rank
+    assert len(one["samples"]) < 1 + 6  # stopped before the measured steps were done
+
+
 @pytest.mark.parametrize(("how", "said"), [
     ("raise", "RuntimeError: bad batch on rank 1"),
     ("exit", "exited: the step called sys.exit(5)"),
