@@ -323,6 +323,11 @@ def cmd_check_ranks(args: argparse.Namespace, options: Any, device: str, path: s
         try:
             distributed.quiet_flight_recorder()
             module = load_script(path)  # first: a script may make its own process group, used as it is
+            if options.snapshot:  # one file per rank
+                from leaklab.attribution import check_snapshot_paths
+
+                options.snapshot = ranks.rank_path(options.snapshot, rank)
+                check_snapshot_paths(options.snapshot, overwrite=args.overwrite, html=args.snapshot_html)
             try:
                 device = distributed.rank_device(device)
                 coordinator = distributed.Coordinator.start(device, args.backend, args.timeout)

@@ -48,6 +48,14 @@ def rank_name(name: str, rank: int) -> str:
     return f"{name}{SEPARATOR}{rank}"
 
 
+def rank_path(path: str, rank: int) -> str:
+    """A file one rank writes where the command names one for all (``--snapshot mem.pickle``):
+    ``mem.rank1.pickle``."""
+    folder, _, name = path.rpartition("/")
+    stem, dot, suffix = name.rpartition(".") if "." in name.lstrip(".") else (name, "", "")
+    return f"{folder}{'/' if folder else ''}{stem}.rank{rank}{dot}{suffix}"
+
+
 def parse(name: str) -> tuple[str, int | None]:
     """``cpu_tensors@rank1`` -> (``cpu_tensors``, 1); a name of no rank -> (name, None)."""
     base, sep, rank = name.rpartition(SEPARATOR)

@@ -62,6 +62,12 @@ def test_names_carry_their_rank_and_read_back():
     assert ranks.parse("cpu_tensors") == ("cpu_tensors", None)
 
 
+def test_a_file_named_for_every_rank_gets_one_per_rank():
+    assert ranks.rank_path("out/mem.pickle", 1) == "out/mem.rank1.pickle"
+    assert ranks.rank_path("mem", 0) == "mem.rank0"
+    assert ranks.rank_path(".hidden", 2) == ".hidden.rank2"
+
+
 def test_every_ranks_resources_are_watched_under_their_own_names():
     watched = ranks.rank_resources([NAMES, NAMES])
     assert [r.name for r in watched] == ["cpu_tensors@rank0", "python_objects@rank0", "cpu_tensors@rank1",
