@@ -230,6 +230,24 @@ class Coordinator:
             dist.destroy_process_group()
 
 
+def check_every_rank(factory: Callable[[str], Step], device: str, options: Any) -> tuple[Any, list[dict], str]:
+    """One check on every rank (the pytest plugin's ``leak_check`` under torchrun): the process
+    groups made (or the default one reused), ``factory`` run under the check with the rank's
+    device, every rank's report gathered. Returns this rank's report, every rank's report as JSON
+    (in rank order) and the one answer (:func:`leaklab.ranks.answer`), the same on every rank."""
+    from leaklab.runner import run_factory
+
+    device = rank_device(device)
+    coordinator = Coordinator.start(device, None, options.timeout)
+    try:
+        report = run_factory(coordinator.factory(factory), device, dataclasses.replace(options, ranks=coordinator))
+        report.labels = {**report.labels, "rank": coordinator.rank, "world_size": coordinator.world}
+        every = coordinator.gather(report.to_json())
+    finally:
+        coordinator.close()
+    return report, every, ranks.answer(every, coordinator.origin)
+
+
 def launch(nproc: int, argv: list[str]) -> int:
     """``leaklab check --nproc N ...``: ``python -m leaklab ...`` on ``nproc`` ranks of this
     machine through torch's own elastic launcher (as ``torchrun --standalone`` does); the merged

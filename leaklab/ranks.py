@@ -161,6 +161,13 @@ def skew(reports: Sequence[Mapping[str, Any]]) -> list[str]:
     return found
 
 
+def merged_verdict(reports: Sequence[Mapping[str, Any]]) -> str:
+    """The verdict of every rank at once: raises where any rank's step failed, else grows, else
+    plateau where any rank's is, else bounded."""
+    verdicts = {report["verdict"] for report in reports}
+    return next((verdict for verdict in (RAISES, GROWS, PLATEAU) if verdict in verdicts), BOUNDED)
+
+
 def merged_code(reports: Sequence[Mapping[str, Any]]) -> int:
     """The exit code every rank exits with (see the module's rule)."""
     codes = {report["exit_code"] for report in reports}

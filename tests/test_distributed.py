@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from xml.etree import ElementTree
 
 import psutil
 import pytest
@@ -94,6 +95,23 @@ def test_a_budget_one_rank_passes_stops_every_rank_at_that_step():
     assert zero["stopped_by_budget"] == "cpu_tensors@rank1" and zero["verdict"] == "bounded"
     assert zero["samples"] and len(zero["samples"]) == len(one["samples"])  # the same steps, on every rank
     assert len(one["samples"]) < 1 + 6  # stopped before the measured steps were done
+
+
+def test_leak_check_under_torchrun_fails_on_every_rank_naming_the_one_that_grows(tmp_path):
+    """The pytest plugin's fixture under ``torchrun ... -m pytest``: each rank's own pytest session
+    writes its results (``$RANK`` in the file's name, through ``sh``)."""
+    pytest_per_rank = (f"exec {sys.executable} -m pytest -q -p no:cacheprovider -o addopts= "
+                       f"tests/data/rank_plugin_check.py --junitxml={tmp_path}/rank$RANK.xml")
+    done = run([*TORCHRUN[:-3], "--no-python", "sh", "-c", pytest_per_rank])
+    assert done.returncode != 0, done.stdout[-3000:]
+    for rank in (0, 1):
+        cases = {case.get("name"): case.find("failure") for case in ElementTree.parse(tmp_path / f"rank{rank}.xml").iter("testcase")}
+        assert cases["test_no_leak"] is None
+        failure = cases["test_a_leak_on_rank_1"]
+        assert failure is not None, f"rank {rank} did not fail"
+        assert failure.get("message").startswith(
+            f"Failed: grows, expected bounded: test_a_leak_on_rank_1: grows on rank 1 of 2 (rank 0 bounded): "
+            f"cpu_tensors by {format_bytes(6400 * 4)}/step")
 
 
 @pytest.mark.parametrize(("how", "said"), [
