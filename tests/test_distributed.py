@@ -114,6 +114,15 @@ def test_leak_check_under_torchrun_fails_on_every_rank_naming_the_one_that_grows
             f"cpu_tensors by {format_bytes(6400 * 4)}/step")
 
 
+def test_watch_under_torchrun_gives_every_rank_the_one_answer():
+    done = run([*TORCHRUN[:-3], "tests/data/rank_watch_main.py"], PYTHONPATH=str(ROOT))  # this checkout's leaklab
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert seen["verdicts"] == ["bounded", "grows"] and seen["own"] == "bounded"  # rank 0's own, and every rank's
+    assert seen["answer"].startswith(f"loop: grows on rank 1 of 2 (rank 0 bounded): cpu_tensors by "
+                                     f"{format_bytes(6400 * 4)}/step")
+
+
 @pytest.mark.parametrize(("how", "said"), [
     ("raise", "RuntimeError: bad batch on rank 1"),
     ("exit", "exited: the step called sys.exit(5)"),
