@@ -200,8 +200,16 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
 
     options = RunOptions(steps=settings.steps, warmup=settings.warmup, resources=settings.resource, name=item.name,
                          strict=settings.strict)
+    merged = None
     try:
-        report = run_factory(lambda _device: step, settings.device, options)
+        if _launched():  # under torchrun: every rank checked together, one answer (leaklab.ranks)
+            from leaklab.distributed import check_every_rank
+            from leaklab.ranks import merged_verdict
+
+            report, every, answer = check_every_rank(lambda _device: step, settings.device, options)
+            merged = (merged_verdict(every), f"{report.name}: {answer}")
+        else:
+            report = run_factory(lambda _device: step, settings.device, options)
     except BadInput as exc:
         pytest.fail(f"leaklab: {exc}", pytrace=False)
     if first_failure:
@@ -213,6 +221,8 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
     if report.error is not None:
         line = " ".join(report.summary().split())  # one line, even for a multi-line assertion message
         pytest.fail(f"leaklab: the test cannot be repeated (a step failure, not a leak): {line}", pytrace=False)
+    if merged is not None and merged[0] != settings.expect:
+        pytest.fail(f"{merged[0]}, expected {settings.expect}: {merged[1]}", pytrace=False)
     if report.verdict != settings.expect:
         pytest.fail(failure_line(report, settings.expect), pytrace=False)
     return report

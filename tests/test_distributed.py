@@ -107,11 +107,12 @@ def test_leak_check_under_torchrun_fails_on_every_rank_naming_the_one_that_grows
     for rank in (0, 1):
         cases = {case.get("name"): case.find("failure") for case in ElementTree.parse(tmp_path / f"rank{rank}.xml").iter("testcase")}
         assert cases["test_no_leak"] is None
-        failure = cases["test_a_leak_on_rank_1"]
-        assert failure is not None, f"rank {rank} did not fail"
-        assert failure.get("message").startswith(
-            f"Failed: grows, expected bounded: test_a_leak_on_rank_1: grows on rank 1 of 2 (rank 0 bounded): "
-            f"cpu_tensors by {format_bytes(6400 * 4)}/step")
+        for test in ("test_a_leak_on_rank_1", "test_a_marked_test_leaking_on_rank_1"):  # the fixture, the marker
+            failure = cases[test]
+            assert failure is not None, f"{test} did not fail on rank {rank}"
+            assert failure.get("message").startswith(
+                f"Failed: grows, expected bounded: {test}: grows on rank 1 of 2 (rank 0 bounded): "
+                f"cpu_tensors by {format_bytes(6400 * 4)}/step")
 
 
 def test_watch_under_torchrun_gives_every_rank_the_one_answer():

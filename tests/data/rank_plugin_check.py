@@ -2,6 +2,7 @@
 this file): the ``leak_check`` fixture checks every rank together and fails on every rank, with
 the rank that grows named."""
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -25,3 +26,11 @@ def test_a_leak_on_rank_1(leak_check):
 
 def test_no_leak(leak_check):
     leak_check.bounded(make_step(leak=False), steps=6, warmup=2, resource="cpu_tensors", timeout=30)
+
+
+LEAKY = make_step(leak=True)
+
+
+@pytest.mark.leaklab(steps=6, warmup=2, resource="cpu_tensors")
+def test_a_marked_test_leaking_on_rank_1():
+    LEAKY()
