@@ -110,10 +110,10 @@ class Coordinator:
         """The default process group (``backend``, else ``nccl`` on CUDA and ``gloo`` on the CPU),
         or the one the user's module already made, as it is; and leaklab's own gloo group."""
         limit = step_timeout or 1800.0
+        if device.startswith("cuda"):
+            torch.cuda.set_device(device)  # NCCL's collectives go to the rank's own GPU
         made = not dist.is_initialized()
         if made:
-            if device.startswith("cuda"):
-                torch.cuda.set_device(device)
             backend = backend or ("nccl" if device.startswith("cuda") else "gloo")
             dist.init_process_group(backend, timeout=timedelta(seconds=limit + TimeLimit.GRACE / 2))
         control = dist.new_group(backend="gloo", timeout=timedelta(seconds=limit + TimeLimit.GRACE + CONTROL_MARGIN))

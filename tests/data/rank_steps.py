@@ -76,3 +76,17 @@ def objects_on_rank1(device):
             kept.append(Handle())  # LEAK: one object a step, on rank 1 only
 
     return step
+
+
+def device_leak_on_last_rank(device):
+    """The last rank keeps 1 MiB of device memory a step (on one rank, rank 0): for the H200 run
+    (tools/h200_ranks.sh), on CUDA with NCCL."""
+    all_reduce, kept = _summed(device), []
+    last = dist.get_rank() == dist.get_world_size() - 1
+
+    def step():
+        all_reduce()
+        if last:
+            kept.append(torch.zeros(1 << 18, device=device))  # LEAK: 1 MiB a step, on the last rank
+
+    return step
