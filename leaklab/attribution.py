@@ -292,10 +292,12 @@ _TENSOR_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 
 
 def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_000,
-                      containers: dict[str, Any] | None = None) -> list[tuple[str, torch.Tensor]]:
+                      containers: dict[str, Any] | None = None,
+                      bounds: dict[int, int | None] | None = None) -> list[tuple[str, torch.Tensor]]:
     """Tensors the step can reach (through closures, globals, containers, modules and their hooks,
     kept exceptions' frames), each with a readable path, breadth first; the containers met on the
-    way (lists, dicts, deques, sets) are put in ``containers`` by path, where given."""
+    way (lists, dicts, deques, sets) are put in ``containers`` by path, where given, and the bound
+    of each ``lru_cache``'s cache dict (its ``maxsize``) in ``bounds`` by the dict's id."""
     found: list[tuple[str, torch.Tensor]] = []
     seen: set[int] = set()
     frontier = _roots(step)
@@ -315,7 +317,10 @@ def reachable_tensors(step: Callable[[], Any], depth: int = 12, limit: int = 50_
                 continue
             if containers is not None and isinstance(obj, (list, dict, set, collections.deque)):
                 containers[path] = obj
-            next_frontier += _children(path, obj)
+            children = _children(path, obj)
+            if bounds is not None and isinstance(obj, functools._lru_cache_wrapper):
+                bounds.update((id(cache), obj.cache_parameters().get("maxsize")) for _, cache in children[:-1])
+            next_frontier += children
         frontier = next_frontier
     return found
 

@@ -5,7 +5,8 @@ Exit codes of ``leaklab check``:
   0  bounded: no watched resource grows, nothing was left behind
   1  a leak: a resource grows, or the step left child processes running (they are stopped)
   2  bad input: usage, a missing or broken file, a factory that fails; nothing was measured
-  3  the step itself failed: it raised, called sys.exit, was interrupted or timed out
+  3  no verdict: the step itself failed (it raised, called sys.exit, was interrupted or timed out),
+     or a resource passed its budget without rising step after step (stopped)
   4  plateau: memory rose, then stopped (a bounded cache); not a leak, worth knowing
 The lab's commands: 0 as expected / no regression, 1 a case differs from its entry / a
 regression, 2 bad input.

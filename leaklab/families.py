@@ -52,7 +52,10 @@ _CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defau
 _HOOKS = re.compile(r"_\w*hooks\w*$|^\.?handlers$|^\.?_?callbacks$")
 _CACHE_KEYS = re.compile(r"^\[(torch\.Tensor|torch\.Size|tuple|torch\.nn\.parameter\.Parameter) key\]$")
 # Names of caches, and IPython's output history (``Out``, ``_oh``, ``_``, ``__``, ``_12``).
-_CACHE_NAMES = re.compile(r"cache|memo|^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$", re.IGNORECASE)
+# ("memo", not "memory": a replay buffer named memory is a container, not a cache.)
+_CACHE_NAMES = re.compile(r"cache|memo(?!ry)|^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$", re.IGNORECASE)
+# A module's own tables of its submodules, parameters and buffers: its structure, not a registry.
+_MODULE_TABLES = re.compile(r"^\.?_(modules|parameters|buffers)$")
 
 
 def _first(links: list[Link], test: Callable[[Link], bool]) -> Link | None:
@@ -103,7 +106,7 @@ def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
     def test(e: Evidence) -> str | None:
         links = [link for link in e.links if link.kind != "graph"]
         for i, above in enumerate(links[:-1]):
-            if not (above.kind == "container" or _CONTAINERS.match(above.type)):
+            if not (above.kind == "container" or _CONTAINERS.match(above.type)) or _MODULE_TABLES.match(above.name):
                 continue
             kept = next((link for link in links[i + 1:] if link.kind in kinds), None)
             if kept is not None:
@@ -113,6 +116,18 @@ def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
             return f"{held.kind}s kept by {e.root}"
         return None
     return test
+
+
+_CHILDREN = ("shared_memory", "worker_memory", "children")
+
+
+def _own_processes(e: Evidence) -> str | None:
+    """Growth in child processes whose holder chain names multiprocessing's own objects (a Pool,
+    a Process, a Manager) and no DataLoader: the step's own processes, not a loader's workers."""
+    if e.headline not in _CHILDREN or any("torch.utils.data" in link.type for link in e.links):
+        return None
+    link = _first(e.links, lambda link: link.type.startswith(("multiprocessing.", "concurrent.futures.")))
+    return f"child processes of a {link.type.split(' ')[0]} kept by {e.root}" if link else None
 
 
 def _workers_iterator(e: Evidence) -> str | None:
@@ -173,8 +188,8 @@ def _garbage(e: Evidence) -> str | None:
 # keeps to reach them; otherwise evidence from the objects (the chain) comes before evidence
 # from the resource: a hook dict is a hook dict whatever memory it fills.
 RULES: tuple[Rule, ...] = (
-    Rule(("dataloader_workers", "processes"), "workers",
-         _resource(("shared_memory", "worker_memory", "children"), "what grows lives in child processes")),
+    Rule(("processes",), "workers", _own_processes),
+    Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _hooks),
     Rule(("dataloader_workers",), "workers", _workers_iterator),
@@ -184,10 +199,11 @@ RULES: tuple[Rule, ...] = (
     Rule(("container_keeps_tensors",), "container", _exception),
     Rule(("autograd_history",), "autograd_history", _saved),
     Rule(("cyclic_garbage",), "garbage", _records_with_cycles),
-    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object"))),
+    # What is held, where it is a thread, a file or a mapping, before the objects that hold it.
     Rule(("threads_not_joined",), "threads", _kind("thread", "threads")),
     Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
     Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),
+    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object"))),
     Rule(("container_keeps_tensors",), "container", _container),
     Rule(("threads_not_joined",), "threads", _resource(("threads",), "threads grow")),
     Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import math
 import os
 import re
 import sys
@@ -25,7 +26,7 @@ from typing import Any
 from leaklab import resources as known
 from leaklab.attribution import graph_sizes, reachable_tensors
 from leaklab.measure import file_mappings
-from leaklab.verdict import PlainData
+from leaklab.verdict import Filling, PlainData
 
 _OWN = f"{__name__.split('.')[0]}."  # the types of the tool's own modules, as _type_name names them
 # Lines kept per kind.
@@ -48,6 +49,7 @@ class Census:
     sizes: dict[str, int] = field(default_factory=dict)                # container reachable from the step -> len
     containers: dict[str, Any] = field(default_factory=dict)           # path -> the container (second census only)
     ids: dict[str, int] = field(default_factory=dict)                  # path -> id() of the container
+    bounds: dict[str, int] = field(default_factory=dict)               # path -> maxlen / maxsize, where bounded
     graphs: dict[str, int] = field(default_factory=dict)               # path -> autograd nodes of a reachable tensor
     threads: dict[int, str] = field(default_factory=dict)             # ident -> "name running target"
     native_threads: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -112,9 +114,12 @@ def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = Tr
     if "objects" in what:
         def walk() -> None:
             if step is not None:
-                census.graphs = graph_sizes(reachable_tensors(step, containers=census.containers))
+                caches: dict[int, int | None] = {}
+                census.graphs = graph_sizes(reachable_tensors(step, containers=census.containers, bounds=caches))
                 census.sizes = {path: len(container) for path, container in census.containers.items()}
                 census.ids = {path: id(container) for path, container in census.containers.items()}
+                census.bounds = {path: bound for path, container in census.containers.items()
+                                 if (bound := _bound(container, caches)) is not None}
                 if first:
                     # The first census lives while the step runs on (through the confirmation
                     # pass): it must keep nothing alive, or it would hold what the step drops (a
@@ -184,14 +189,28 @@ def growth(before: Census, after: Census, steps: int, what: set[str]) -> dict[st
     return {kind: lines for kind, lines in found.items() if lines}
 
 
+def _bound(container: Any, caches: dict[int, int | None]) -> int | None:
+    """How many items ``container`` can hold by construction: a deque's ``maxlen``, an
+    ``lru_cache``'s ``maxsize`` for its cache dict; None where it has no bound."""
+    if isinstance(container, collections.deque):
+        return container.maxlen
+    return caches.get(id(container))
+
+
+def longer(before: Census, after: Census, steps: int) -> list[tuple[int, str]]:
+    """The containers the step reaches that gained an item a step or more between two censuses
+    (the same container in both), as (items gained, path), most first."""
+    return sorted(((after.sizes[path] - before.sizes[path], path) for path in after.sizes
+                   if path in before.sizes and after.ids[path] == before.ids[path]
+                   and after.sizes[path] - before.sizes[path] >= steps), reverse=True)
+
+
 def _object_growth(before: Census, after: Census, steps: int) -> list[str]:
     """Containers the step reaches that got longer (with the type of what they gain), then the
     types that pile up that no such container explains."""
     lines, explained = [], set()
-    longer = sorted(((after.sizes[path] - before.sizes[path], path) for path in after.sizes
-                     if path in before.sizes and after.ids[path] == before.ids[path]
-                     and after.sizes[path] - before.sizes[path] >= steps), reverse=True)
-    for added, path in longer[:MAX_LINES]:
+    longer_ones = longer(before, after, steps)
+    for added, path in longer_ones[:MAX_LINES]:
         element = _last_element(after.containers[path])
         what = _type_name(element) if element is not None else "item"
         explained.add(what)
@@ -240,20 +259,32 @@ def plain_growth(before: Census, after: Census, steps: int) -> PlainData | None:
     step reaches (a loss history of floats), what they are and their bytes per step; None where
     anything else grew (a type that piles up outside those containers, a container gaining
     anything but plain data), or nothing was seen."""
-    lines = _object_growth(before, after, steps)
-    longer = [(after.sizes[path] - before.sizes[path], path) for path in after.sizes
-              if path in before.sizes and after.ids[path] == before.ids[path]
-              and after.sizes[path] - before.sizes[path] >= steps]
-    if not longer or len(lines) != len(longer):
+    lines, longer_ones = _object_growth(before, after, steps), longer(before, after, steps)
+    if not longer_ones or len(lines) != len(longer_ones):
         return None  # nothing seen, or a line that no longer container explains: a type piling up
     cost = objects = 0.0
-    for added, path in longer:
+    for added, path in longer_ones:
         element = _last_element(after.containers[path])
         if element is None or not is_plain(element):
             return None
         cost += added / steps * _plain_bytes(element)
         objects += added / steps * _plain_objects(element)
     return PlainData("; ".join(lines), cost, objects)
+
+
+def filling(before: Census, after: Census, steps: int) -> Filling | None:
+    """Where every container that got longer is bounded by construction (a ``deque`` with
+    ``maxlen``, an ``lru_cache`` with ``maxsize``), the slowest of them to fill and the steps until
+    it is full at the rate it gained items; None where one is not, or none got longer. This only
+    buys steps: the verdict comes from the series once they are full, so what grows elsewhere
+    (a tensor's storage, an object no container the step reaches holds) still shows there."""
+    longer_ones = longer(before, after, steps)
+    if not longer_ones or any(path not in after.bounds for _, path in longer_ones):
+        return None
+    left, path = max((math.ceil((after.bounds[path] - after.sizes[path]) * steps / added), path)
+                     for added, path in longer_ones)
+    kind = "deque, maxlen" if isinstance(after.containers[path], collections.deque) else "lru_cache, maxsize"
+    return Filling(f"{path} ({kind}={after.bounds[path]:,}, {after.sizes[path]:,} held)", max(left, 0))
 
 
 def _last_element(container: Any) -> Any:
@@ -273,4 +304,4 @@ def _describe(obj: Any) -> str:
     return f"a {_type_name(obj)}"
 
 
-__all__ = ["Census", "growth", "is_plain", "kinds", "plain_growth", "take"]
+__all__ = ["Census", "filling", "growth", "is_plain", "kinds", "longer", "plain_growth", "take"]

@@ -25,9 +25,11 @@ import sys
 import threading
 import time
 import types
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from leaklab import growth
 from leaklab.chain import (
     FILE_MAPS,
     Chain,
@@ -336,6 +338,8 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
                 continue
             if isinstance(source, types.FrameType) and f"/{_OWN}/" in source.f_code.co_filename:
                 continue
+            if _weak_table(source):  # a weak dictionary's or set's table keeps nothing alive
+                continue
             child = next((x for x in gc.get_referents(source) if id(x) in wanted), None)
             if child is None:
                 continue
@@ -351,6 +355,21 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
     if frontier:
         return Chain([], _budget(deadline, len(parent)))
     return Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")
+
+
+def _weak_table(source: Any) -> bool:
+    """Whether ``source`` is the table inside a ``WeakValueDictionary`` (weak values),
+    ``WeakKeyDictionary`` (weak keys) or ``WeakSet``: its entries live only as long as what they
+    point to, so it holds nothing that grows (multiprocessing's after-fork registry is one)."""
+    try:
+        if isinstance(source, dict) and source:
+            key, value = next(iter(source.items()))
+            return isinstance(value, weakref.ref) or isinstance(key, weakref.ref)
+        if isinstance(source, set) and source:
+            return isinstance(next(iter(source)), weakref.ref)
+    except RuntimeError:  # changed size while looked at
+        return False
+    return False
 
 
 def _budget(deadline: float, visited: int) -> str:
@@ -437,12 +456,10 @@ def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str]
                       deadline: float, seeds: list[tuple[str, str, Any]]) -> Chain | None:
     """The chain to the step's container that got longest (what it gains need not be tracked by
     the collector: bytes, numbers), with a link for what it gains."""
-    longer = [(after.sizes[path] - before.sizes[path], path) for path in after.sizes
-              if path in before.sizes and after.ids[path] == before.ids[path]
-              and after.sizes[path] - before.sizes[path] >= steps]
-    if not longer:
+    longer_ones = growth.longer(before, after, steps)
+    if not longer_ones:
         return None
-    _, path = max(longer)
+    _, path = longer_ones[0]
     container = after.containers[path]
     chain = holder_chain([container], named, [*ignore, after.containers], seconds=max(deadline - time.perf_counter(), 0.05),
                          seeds=seeds)

@@ -12,13 +12,13 @@ import torch
 from leaklab import resources as known
 from leaklab.attribution import Site
 from leaklab.chain import Chain, chain_from_json
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Trend, format_bytes
+from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, STOPPED, Trend, format_bytes
 
 # The exit codes of `leaklab check` (and the meaning of a report for a CI), in one place.
 EXIT_BOUNDED = 0       # nothing grows, nothing was left behind
 EXIT_LEAK = 1          # a resource grows, or the step left child processes running
 EXIT_BAD_INPUT = 2     # usage, file, factory: nothing was measured
-EXIT_STEP_FAILED = 3   # the step raised, called sys.exit, was interrupted or timed out
+EXIT_STEP_FAILED = 3   # the step raised, called sys.exit, was interrupted or timed out; or no verdict (stopped)
 EXIT_PLATEAU = 4       # memory rose, then stopped (a bounded cache): not a leak, worth knowing
 
 # The phases of a run up to its verdict (the rest name what grows, attribute it, check the release).
@@ -121,6 +121,7 @@ class Report:
     records: dict[str, Any] | None = None  # growth settled as a record of plain data (leaklab.verdict.records)
     crept: list[str] = field(default_factory=list)           # resources that crept under their floor (long pass)
     long_pass_steps: int = 0           # steps of the long pass (0: none was needed)
+    filled: dict[str, Any] | None = None  # growth held in bounded containers, watched until full (verdict.fills)
     pass_stopped: str | None = None    # a pass the check added that the step could not run through, and why
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
@@ -151,7 +152,7 @@ class Report:
         if self.error is not None:
             return RAISES
         verdicts = {r.verdict for r in self._judged()}
-        for candidate in (GROWS, PLATEAU):
+        for candidate in (GROWS, STOPPED, PLATEAU):
             if candidate in verdicts:
                 return candidate
         return BOUNDED
@@ -209,7 +210,7 @@ class Report:
     @property
     def exit_code(self) -> int:
         """What this report means to a CI: see the EXIT_* codes above."""
-        if self.verdict == RAISES:
+        if self.verdict in (RAISES, STOPPED):
             return EXIT_STEP_FAILED
         if self.verdict == GROWS or self.children_left:
             return EXIT_LEAK
@@ -261,6 +262,9 @@ class Report:
                 line += f" ({severity})"
         elif self.verdict == PLATEAU:
             line += f": rose {result.kind.format(result.trend.rise_bytes)}, then flat"
+        elif self.verdict == STOPPED:
+            line += (f": it rose {result.kind.format(result.trend.rise_bytes)} and passed its budget, but not step after "
+                     "step, so there is no verdict (a safety stop, not a leak found)")
         if self.records:
             found = self.records
             line += (f"; {', '.join(found['resources'])} keep(s) a record of plain data ({found['what']}): "
@@ -271,7 +275,7 @@ class Report:
             line += f"; also {', '.join(others)}"
         if self.budget_moved:
             line += f"; {', '.join(self.budget_moved)}: a jump, not growth (its budget counts from there)"
-        if self.stopped_by_budget:
+        if self.stopped_by_budget and self.verdict != STOPPED:
             line += f"; stopped: {self.stopped_by_budget} passed its budget" + (" in warm-up" if self.stopped_in_warmup else "")
         if self.uncertain:
             changes = [f"{name} from {self.changed[name][0]} to {self.changed[name][1]}" if name in self.changed else name
@@ -279,6 +283,9 @@ class Report:
             line += f"; uncertain: the confirmation pass changed {', '.join(changes)}"
         if self.crept:
             line += f"; {', '.join(self.crept)} watched {self.long_pass_steps} more steps (a long pass)"
+        if self.filled:
+            line += (f"; held in {self.filled['what']}, bounded by construction: watched {self.filled['steps']} more "
+                     f"steps, until it was full" + ("" if self.filled["resources"] else ", and it still grows"))
         if self.pass_stopped:
             line += f"; {self.pass_stopped} (judged on the steps before it)"
         site = self.leak_site
@@ -292,7 +299,7 @@ class Report:
         if named and self.verdict == GROWS and site is None:
             line += f"; {named[0]}"
         held = self.holder_chain()
-        if held is not None and self.verdict in (GROWS, PLATEAU):
+        if held is not None and self.verdict in (GROWS, PLATEAU, STOPPED):
             line += f"; held by {held.short()}" if held.found else f"; {held.short()}"
         if self.children_left:
             line += f"; left {self.children_left} child process(es) running, now stopped ({'; '.join(self.children[:2])})"
@@ -389,6 +396,7 @@ class Report:
             # Absent from runs made before the long pass (and from runs that needed none).
             **({"crept": self.crept} if self.crept else {}),
             **({"long_pass_steps": self.long_pass_steps} if self.long_pass_steps else {}),
+            **({"filled": self.filled} if self.filled else {}),
             **({"pass_stopped": self.pass_stopped} if self.pass_stopped else {}),
             "garbage": self.garbage,
             "median_step_seconds": self.median_step_seconds,
@@ -454,7 +462,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "restarts", "confirmed_steps",
-           "uncertain", "changed", "records", "crept", "long_pass_steps", "pass_stopped", "garbage", "counters", "history",
+           "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "pass_stopped", "garbage", "counters", "history",
            "growth", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 

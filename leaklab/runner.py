@@ -52,6 +52,7 @@ from leaklab.verdict import (
     MEASURED,
     MIN_READINGS,
     REMEASURED,
+    STOPPED,
     WARMUP,
     Done,
     Pass,
@@ -320,6 +321,19 @@ class _Run:
         self.budget_from = {**self.budget_from, name: last}
         return True
 
+    def steps_allowed(self, count: int) -> int:
+        """How many of ``count`` extra steps (attribution's, naming's) the check may run: all of
+        them, except after a budget stop, where the resource that passed its budget may grow by one
+        more budget at most, at the rate its verdict gives. The biggest leaks still get named."""
+        trend = self.verdicts.trends.get(self.over_budget) if self.verdicts and self.over_budget else None
+        if trend is None or trend.per_step_bytes <= 0:
+            return count
+        return min(count, int(self.budget[self.over_budget] // trend.per_step_bytes))
+
+    def too_big(self) -> str:
+        return (f"{self.over_budget} passed its budget, and the steps this needs would take it past one more "
+                f"budget ({known.get(self.over_budget).format(self.budget[self.over_budget])})")
+
     def run_steps(self, count: int) -> None:
         """``count`` steps with no reading (attribution's, naming's)."""
         for i in range(count):
@@ -363,6 +377,8 @@ class _Run:
             long_pass_steps=verdicts.long_pass_steps if verdicts else 0,
             changed={name: [before, after] for name, before, after in verdicts.changed} if verdicts else {},
             records=_records_json(verdicts.records) if verdicts and verdicts.records else None,
+            filled={"what": verdicts.filled.what, "steps": verdicts.fill_steps, "resources": list(verdicts.fill_settled)}
+            if verdicts and verdicts.filled else None,
             phase_seconds=self.phase_seconds, before_build=self.before)
 
 
@@ -390,8 +406,11 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
             if run.counters_start:
                 end = device_counters(device)
                 run.found["counters"] = {k: end[k] - run.counters_start.get(k, 0) for k in end}
-            if options.attribute and not run.over_budget and not run.pass_stopped:
-                watcher = _attribute(run)
+            if options.attribute and not run.pass_stopped:
+                if run.steps_allowed(ATTRIBUTION_STEPS) == ATTRIBUTION_STEPS:
+                    watcher = _attribute(run)
+                else:
+                    run.found["history"] = f"not attributed: {run.too_big()}"
             run.failed_step = None
             run.enter(None)
         except (Exception, SystemExit, KeyboardInterrupt, StepTimeout) as exc:
@@ -400,7 +419,7 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
         run.enter("release", stage=False)
         if watcher is not None:
             run.found["sites"], run.found["history"] = attribution.finish(watcher, probe, run.step)
-        if "error" not in run.found and not run.over_budget and not run.pass_stopped:
+        if "error" not in run.found and not run.pass_stopped:
             try:
                 _name_growth(run, censuses)
             except KeyboardInterrupt as exc:
@@ -460,15 +479,16 @@ def _passes(run: _Run) -> _Censuses | None:
             start = series.count
             with run.added_pass(decision.kind):
                 run.measure(series, decision.steps, start=CONTINUE)
-            plain = None
+            plain = filling = None
             if run.pass_stopped:
                 censuses = None
             elif censuses.before is not None:  # taken before anything of the check's is made
                 censuses.after = censuses.take(run.step, probe, first=False)
-                if censuses.cover({"objects"}):  # what grew in Python objects, where it is all plain data
+                if censuses.cover({"objects"}):  # what grew in Python objects: all plain data? all in bounded containers?
                     plain = growth.plain_growth(censuses.before, censuses.after, censuses.steps)
+                    filling = growth.filling(censuses.before, censuses.after, censuses.steps)
             done = Done(decision.kind, _readings(series, start), stopped=run.pass_stopped is not None,
-                        over_budget=run.over_budget, plain=plain)
+                        over_budget=run.over_budget, plain=plain, filling=filling)
             history.append(done)
         else:
             history.append(_long_pass(run, decision))
@@ -613,7 +633,9 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
     attribution watches the steps right after the series. A step that fails in those extra steps
     leaves the growth unnamed (they are ours), and the verdict stands."""
     step, probe = run.step, run.probe
-    what = growth.kinds(set(growing(run.verdicts.trends, probe.watched))) if run.verdicts else set()
+    # What grows, and what a budget stopped (it rose past its budget: named, though not judged).
+    rose = {name for name, trend in run.verdicts.trends.items() if trend.verdict == STOPPED} if run.verdicts else set()
+    what = growth.kinds(set(growing(run.verdicts.trends, probe.watched)) | rose) if run.verdicts else set()
     if not what:
         return
     run.enter("naming")
@@ -621,10 +643,15 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
         run.enter(None)  # extra steps on the ranks that grow alone would wait on the others' collectives
         return
     if censuses is None or not censuses.cover(what):
-        censuses = _Censuses(what, NAMING_STEPS)
+        steps = run.steps_allowed(NAMING_STEPS)
+        if steps < 2:  # a census needs two steps to tell what gains an item a step
+            run.found["holder_missing"] = f"not looked for: {run.too_big()}"
+            run.enter(None)
+            return
+        censuses = _Censuses(what, steps)
         censuses.before = censuses.take(step, probe)
         try:
-            run.run_steps(NAMING_STEPS)
+            run.run_steps(steps)
         except (Exception, SystemExit, StepTimeout):
             run.limit.disarm()
             run.failed_step = None

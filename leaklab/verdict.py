@@ -27,7 +27,8 @@ The passes (:func:`next_pass`, which the runner asks after every pass and obeys:
 and reads, it decides nothing):
 
 1. warm-up, read for the budget only; a series that passes its budget (there or later) is stopped,
-   and what passed it grows (:func:`decide_truncated`);
+   and what passed it grows where it rose step after step, else it is ``stopped``, with no verdict
+   (:func:`decide_truncated`);
 2. the measured series, from a baseline taken with everything alive frozen; a series that made
    one jump and stayed flat (:func:`one_jump`: a lazy initialisation, a first torch call after
    warm-up) is measured again from a new baseline, at most :data:`RESTARTS` times;
@@ -48,7 +49,14 @@ and reads, it decides nothing):
              through it (:func:`confirm_creep`).
 ``long growth``  growth only in counters that a cache filled lazily over a first epoch makes rise
              like a leak (:attr:`Resource.long_growth`: ``python_objects``, a dataset's per-item
-             objects), held to the same test.
+             objects), or in the heap at under :data:`NEAR_FLOOR` times its floor (a library's
+             heap settling over hundreds of steps), held to the same test.
+
+5. a fill pass, where what grows is held only in containers bounded by construction (a ``deque``
+   with ``maxlen``, an ``lru_cache`` with ``maxsize``) that a census around the confirmation saw
+   getting longer (:func:`fills`): the series are continued until the slowest of them is full,
+   then for the steps asked for; a series flat over those last steps is a ``plateau`` (it rose
+   while the container filled, then stopped), one still rising grows.
 
 A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
 verdicts are those of the series before it (of a re-measured series that stopped, only the series
@@ -68,9 +76,11 @@ GROWS = "grows"
 BOUNDED = "bounded"
 PLATEAU = "plateau"
 RAISES = "raises"
-VERDICTS = (GROWS, PLATEAU, BOUNDED, RAISES)
+STOPPED = "stopped"      # passed its budget without growing step after step: a safety stop, no verdict
+VERDICTS = (GROWS, PLATEAU, BOUNDED, RAISES, STOPPED)
 
 MAX_POINTS = 512
+STEP_AFTER_STEP = 2      # a series the budget stopped grows where this many steps in a row each rose
 SCATTER_FACTOR = 3.0     # a trend must move the series by more than this many scatters
 HELD_FRACTION = 0.4      # ... and keep this share of the rise it predicts
 FELL_BACK = 0.1          # a plateau's series that came back within this share of its rise to the baseline
@@ -259,12 +269,19 @@ def stalled(continued: list[float]) -> bool:
     return any(b - a <= 0 for a, b in zip(continued, continued[CREEP_WINDOW:], strict=False))
 
 
-def decide_truncated(samples: list[float], resource: Resource) -> Trend:
-    """A series the budget stopped: it grew past the budget, so it grows; give its slope."""
+def decide_truncated(samples: list[float], resource: Resource, earlier: Sequence[float] = ()) -> Trend:
+    """A series the budget stopped. The stop is for safety, not a verdict: it grows where its
+    readings show growth step after step (each of its last :data:`STEP_AFTER_STEP` steps rose by a
+    quantum or more), with its slope; otherwise it is ``stopped``, with how far it rose (one or
+    two jumps, such as buffers made on a first large input, are not a trend). ``earlier``: the
+    warm-up's readings before a measured series the budget stopped, its last one the series' baseline."""
     slope = theil_sen_slope(samples) if len(samples) >= 2 else 0.0
     if len(samples) >= 2 and slope <= 0:
         slope = (samples[-1] - samples[0]) / (len(samples) - 1)
-    return Trend(GROWS, slope, slope, samples[-1] - samples[0], float(resource.quantum))
+    read = [*earlier[:-1], *samples]
+    rises = [b - a for a, b in zip(read, read[1:], strict=False)][-STEP_AFTER_STEP:]
+    verdict = GROWS if len(rises) == STEP_AFTER_STEP and min(rises) >= resource.quantum else STOPPED
+    return Trend(verdict, slope, slope, samples[-1] - samples[0], float(resource.quantum))
 
 
 def one_jump(samples: list[float], resource: Resource) -> int | None:
@@ -276,8 +293,13 @@ def one_jump(samples: list[float], resource: Resource) -> int | None:
         return None
     biggest = max(range(len(steps)), key=lambda i: steps[i])
     jump = steps[biggest]
-    rest = sum(abs(s) for i, s in enumerate(steps) if i != biggest)
-    if jump > max(resource.plateau_min / 4, 64 * resource.quantum) and rest < 0.1 * jump:
+    if jump <= max(resource.plateau_min / 4, 64 * resource.quantum):
+        return None
+    # Flat around it: each side stays within a tenth of the jump. (Not the sum of every other
+    # step: a noisy counter's scatter adds up once per step, and a heap that moves by ~20 KiB a
+    # step never qualified after a 4 MiB lazy buffer once its series was 20 steps long.)
+    before, after = samples[:biggest + 1], samples[biggest + 1:]
+    if max(before) - min(before) < 0.1 * jump and max(after) - min(after) < 0.1 * jump:
         return biggest + 1
     return None
 
@@ -289,11 +311,13 @@ def one_jump(samples: list[float], resource: Resource) -> int | None:
 # or the final verdicts. Series in, decision out: no probe, clock or report.
 
 WARMUP, MEASURED, REMEASURED = "warm-up", "measured", "re-measured series"
-CONFIRMATION, LONG_PASS = "confirmation", "long pass"
+CONFIRMATION, LONG_PASS, FILL = "confirmation", "long pass", "fill pass"
 MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
 CREEP_STEPS_MAX = 400   # a long pass is at most this long
+NEAR_FLOOR = 4.0        # a noisy counter growing at under this many times its floor goes through the long pass
+FILL_STEPS_MAX = 400    # a bounded container is filled by a pass of at most this many steps (more: it grows until then)
 HORIZON = 1_000_000     # steps: a record of plain data is judged by what it holds after this many
 EXPLAINED = 2.0         # a record explains growth of at most this many times its own objects or bytes
 HORIZON_BUDGET = 1 * GiB  # ... and is a leak only past this (a few numbers a step for a million steps: ~100 MB)
@@ -349,6 +373,7 @@ class Done:
     stopped: bool = False
     over_budget: str | None = None
     plain: PlainData | None = None   # what grew in Python objects, where it is all plain data (a census)
+    filling: Filling | None = None   # what grew in Python objects, where it is all in bounded containers (a census)
 
     @property
     def count(self) -> int:
@@ -363,6 +388,15 @@ class PlainData:
     what: str
     bytes_per_step: float
     objects_per_step: float = 0.0
+
+
+@dataclass(frozen=True)
+class Filling:
+    """Growth held only in containers bounded by construction, as a census found it: the slowest
+    to fill (``what``: its path, kind and bound) and the steps until it is full at the rate seen."""
+
+    what: str
+    steps_to_full: int
 
 
 @dataclass(frozen=True)
@@ -395,18 +429,22 @@ class Verdicts:
     long_pass_steps: int = 0
     records: Records | None = None
     changed: tuple[tuple[str, str, str], ...] = ()   # (resource, before, after) for each uncertain one
+    filled: Filling | None = None    # growth held in bounded containers, watched until they were full
+    fill_steps: int = 0
+    fill_settled: tuple[str, ...] = ()  # ... and the resources that were flat once they were
 
 
-def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None) -> dict[str, Trend]:
-    """Each watched resource's verdict on a series (one the budget cut grows: its slope is given;
-    one too short to judge gets none)."""
+def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None,
+          earlier: Readings | None = None) -> dict[str, Trend]:
+    """Each watched resource's verdict on a series (one the budget cut: :func:`decide_truncated`,
+    on ``earlier`` readings too where the warm-up's come before it; one too short to judge gets none)."""
     trends = {}
     for resource in watched:
         values = list(readings.get(resource.name, ()))
         if resource.resets:  # the baseline reading covers no step: the trend starts at step 1
             values = values[1:]
         if over_budget == resource.name:
-            trends[resource.name] = decide_truncated(values, resource)
+            trends[resource.name] = decide_truncated(values, resource, list((earlier or {}).get(resource.name, ())))
         elif len(values) >= MIN_READINGS:
             trends[resource.name] = decide(values, resource)
     return trends
@@ -438,12 +476,19 @@ def needs_confirmation(trends: Mapping[str, Trend], watched: Sequence[Resource])
 
 
 def growing_alone(trends: Mapping[str, Trend], watched: Sequence[Resource]) -> list[str]:
-    """The growing resources, where every one of them is confirmed through a long pass
-    (:attr:`Resource.long_growth`: a counter that a lazily filled cache makes rise like a leak);
-    none otherwise."""
+    """The growing resources, where every one of them is confirmed through a long pass: a counter
+    that a lazily filled cache makes rise like a leak (:attr:`Resource.long_growth`), or a noisy
+    one watched for creeps (:attr:`Resource.long_pass`, the heap) growing at under
+    :data:`NEAR_FLOOR` times its floor (a real model's heap settling over hundreds of steps rose
+    1.0-1.1 KiB a step over a run's 30); none otherwise."""
     names = growing(trends, watched)
     by_name = {r.name: r for r in watched}
-    return names if names and all(by_name[name].long_growth for name in names) else []
+
+    def slow(name: str) -> bool:
+        resource = by_name[name]
+        return resource.long_growth or resource.long_pass and trends[name].per_step_bytes < NEAR_FLOOR * resource.floor
+
+    return names if names and all(slow(name) for name in names) else []
 
 
 @dataclass(frozen=True)
@@ -475,7 +520,7 @@ def _measured_stage(history: Sequence[Done], watched: Sequence[Resource]) -> _St
         readings = {name: list(values) for name, values in history[base].readings.items()}
         if len(next(iter(new.values()), ())) >= MIN_READINGS:
             readings.update((name, new[name]) for name in lazy_jumps(readings, watched))
-    first = judge(readings, watched, history[base].over_budget)
+    first = judge(readings, watched, history[base].over_budget, history[0].readings if base else None)
     return _Stage(base, readings, first, creeping(readings, watched, first), first, history[base].count)
 
 
@@ -535,6 +580,33 @@ def _as_records(stage: _Stage, confirmation: Done, watched: Sequence[Resource], 
     return dataclasses.replace(stage, trends=trends, records=found)
 
 
+def fills(trends: Mapping[str, Trend], watched: Sequence[Resource], filling: Filling | None) -> bool:
+    """Whether what grows can be a bounded container filling: every growing resource is one a
+    container's contents count in (tensors, Python objects, the heap: never threads, descriptors,
+    mappings or workers), and a census found all the new objects in containers bounded by
+    construction, full within :data:`FILL_STEPS_MAX` steps."""
+    names = growing(trends, watched)
+    by_name = {r.name: r for r in watched}
+    return (filling is not None and bool(names) and filling.steps_to_full <= FILL_STEPS_MAX
+            and all(by_name[name].census == "objects" for name in names))
+
+
+def _filled(stage: _Stage, fill: Done, since: int, watched: Sequence[Resource]) -> dict[str, Trend]:
+    """The verdicts after a fill pass: a series that is flat over the pass's last steps, once the
+    container was full, rose while it filled and then stopped (a plateau, its rise over the whole
+    series); one still rising keeps its verdict. A pass a step failed in changes nothing."""
+    trends = dict(stage.trends)
+    if fill.stopped:
+        return trends
+    for name, values in fill.readings.items():
+        resource = next(r for r in watched if r.name == name)
+        whole = stage.series[name] + list(values)
+        tail = whole[len(stage.series[name]) - 1 + since:]
+        if len(tail) >= MIN_READINGS and decide(tail, resource).verdict != GROWS:
+            trends[name] = dataclasses.replace(decide(whole, resource), verdict=PLATEAU)
+    return trends
+
+
 def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], start: int) -> tuple[dict, dict]:
     """The verdicts after a long pass: each series it watched, decided on the whole of it (without
     the floor for a creep) and held to its rate through the pass (:func:`confirm_creep`)."""
@@ -559,7 +631,10 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
        after warm-up) is measured again from a new baseline, at most :data:`RESTARTS` times.
     3. Where any verdict is not a clear bounded, or a noisy series crept up under its floor, a
        confirmation pass continues the series and the verdicts are decided again on all of it.
-    4. Where nothing grows but a series crept, or what grows is only counters a lazily filled cache
+    4. Where what grows is held only in bounded containers that fill within :data:`FILL_STEPS_MAX`
+       steps (:func:`fills`), the growing series are continued until they are full and then for the
+       steps asked for (a fill pass), and decided on those last steps (:func:`_filled`).
+    5. Where nothing grows but a series crept, or what grows is only counters a lazily filled cache
        makes rise (:attr:`Resource.long_growth`), those series alone are continued through a long
        pass, which may end once they all stalled.
     """
@@ -586,10 +661,19 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
         stage = _as_records(_confirmed(stage, last, watched, plan), last, watched, plan)
         if last.stopped or last.over_budget or not plan.confirm:
             return _final(stage)
+        if fills(stage.trends, watched, last.filling):
+            return Pass(FILL, last.filling.steps_to_full + plan.steps, resources=tuple(growing(stage.trends, watched)),
+                        why=last.filling.what, since=last.filling.steps_to_full)
         longer = stage.crept if not growing(stage.trends, watched) else growing_alone(stage.trends, watched)
         if longer:
             return Pass(LONG_PASS, plan.creep_steps, resources=tuple(longer), since=start)
         return _final(stage)
+    if last.kind == FILL:
+        stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
+        trends = _filled(stage, last, history[-2].filling.steps_to_full, watched)
+        settled = tuple(name for name in last.readings if trends[name].verdict != stage.trends[name].verdict)
+        return dataclasses.replace(_final(dataclasses.replace(stage, trends=trends)),
+                                   filled=history[-2].filling, fill_steps=last.count, fill_settled=settled)
     if last.kind == LONG_PASS:
         stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
         trends, series = _long_passed(stage, last, watched, start)
@@ -605,6 +689,7 @@ def _final(stage: _Stage) -> Verdicts:
                     stage.uncertain, (), stage.confirmed_steps, records=stage.records, changed=changed)
 
 
-__all__ = ["BOUNDED", "CONFIRMATION", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "VERDICTS",
-           "WARMUP", "Done", "Pass", "Plan", "Trend", "Verdicts", "confirm", "confirm_creep", "creeps", "decide",
-           "decide_truncated", "format_bytes", "judge", "next_pass", "one_jump", "scatter", "theil_sen_slope", "thin"]
+__all__ = ["BOUNDED", "CONFIRMATION", "FILL", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "STOPPED",
+           "VERDICTS",
+           "FILL_STEPS_MAX", "WARMUP", "Done", "Filling", "Pass", "Plan", "Trend", "Verdicts", "confirm", "confirm_creep", "creeps", "decide",
+           "decide_truncated", "fills", "format_bytes", "judge", "next_pass", "one_jump", "scatter", "theil_sen_slope", "thin"]

@@ -158,7 +158,7 @@ class Watch:
                 found.update(series.per_step())
                 found["resources"] = results(verdicts, probe.watched, self._before, self.device,
                                              self.options.exhaust_at, median_seconds(found["step_seconds"]))
-                if any(r.kind.judged and r.verdict in ("grows", "plateau") for r in found["resources"].values()):
+                if any(r.kind.judged and r.verdict in ("grows", "plateau", "stopped") for r in found["resources"].values()):
                     # what holds it, while the collector lists only what came since
                     from leaklab import growth, holders
 

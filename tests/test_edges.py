@@ -67,6 +67,16 @@ def test_a_cache_that_fills_is_a_plateau():
     assert report.verdict == "plateau" and report.resource == "cpu_tensors", report.summary()
 
 
+@pytest.mark.parametrize(("filling", "unbounded"), [("deque_fills", "deque_unbounded"),
+                                                   ("lru_cache_fills", "lru_cache_unbounded")])
+def test_a_bounded_container_filling_is_watched_until_full_and_is_a_plateau(filling, unbounded):
+    report = verdicts(filling)
+    assert report.verdict == "plateau" and report.resource == "cpu_tensors", report.summary()
+    assert report.filled and "cpu_tensors" in report.filled["resources"], report.summary()
+    twin = verdicts(unbounded)
+    assert twin.verdict == "grows" and twin.resource == "cpu_tensors" and not twin.filled, twin.summary()
+
+
 def test_a_lazy_initialisation_after_warm_up_is_measured_past():
     report = verdicts("lazy_init_late")
     assert report.restarts, "the lazy initialisation was not noticed"

@@ -62,3 +62,32 @@ def test_no_evidence_names_no_family_and_a_bound_is_said():
     decision = decide(Evidence(bounded, "cpu_tensors", frozenset()))
     assert decision.families == ("container_keeps_tensors",)
     assert "bounded by construction (maxlen=8)" in decision.bounded
+
+
+# Misreadings found by the held-out steps of tests/data/fresh_steps.py (issue 29): each chain as
+# the walk gave it there, and the family a reader picks.
+def test_a_modules_own_submodule_table_is_its_structure_not_a_registry():
+    chain = _chain(("closure cell", "make_step.<locals>.model", "Net", "module"),
+                   ("attribute", "._modules", "dict", "container"),
+                   ("item", "['probe']", "torch.nn.modules.linear.Linear", "module"),
+                   ("attribute", ".activations", "list", "container"), TENSOR)
+    assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",)
+
+
+def test_a_buffer_named_memory_is_not_a_cache():
+    chain = _chain(("closure cell", "make_step.<locals>.agent", "Agent", "object"),
+                   ("attribute", ".memory", "list", "container"), TENSOR)
+    assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",)
+
+
+def test_open_files_kept_by_objects_in_a_list_are_open_files():
+    chain = _chain(ROOT, ("item", "[*]", "SummaryWriter", "object"), ("attribute", ".file", "_io.BufferedWriter", "file"))
+    assert decide(Evidence(chain, "open_fds", frozenset({"open_fds"}))).families == ("descriptors_not_closed",)
+
+
+def test_growth_in_a_pools_processes_is_the_steps_own_processes_not_a_loaders_workers():
+    pool = _chain(ROOT, ("item", "[*]", "multiprocessing.pool.Pool", "object"))
+    assert decide(Evidence(pool, "children", frozenset({"children"}))).families == ("processes",)
+    loader = _chain(ROOT, ("item", "[*]", "torch.utils.data.dataloader._MultiProcessingDataLoaderIter", "object"),
+                    ("attribute", "._workers", "list", "container"), ("item", "[*]", "multiprocessing.context.Process", "object"))
+    assert "dataloader_workers" in decide(Evidence(loader, "worker_memory", frozenset({"worker_memory"}))).families

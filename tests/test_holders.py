@@ -3,6 +3,7 @@
 import functools
 import gc
 import time
+import weakref
 
 import torch
 
@@ -46,6 +47,27 @@ def test_a_module_global_list():
     assert _types(chain) == ["list", "Thing"]
     # A list that keeps whole objects (not tensors, not values) is a registry.
     assert decide(Evidence(chain, "python_objects", frozenset())).families == ("registry_keeps_objects",)
+
+
+REGISTRY = weakref.WeakValueDictionary()  # as multiprocessing's after-fork registry keeps its entries
+
+
+def test_a_weak_dictionary_is_passed_over_for_what_really_holds():
+    """A tuple key in a WeakValueDictionary lives only while its value does: the list that keeps
+    the value is the holder (the walk had stopped at multiprocessing.util._afterfork_registry)."""
+    def build():
+        value, key = Thing(), (len(KEPT), "after fork")
+        REGISTRY[key] = value
+        KEPT.append({"entry": [(key, value)]})  # a longer path than the registry's, which the walk meets first
+        return holder_chain([key])
+
+    try:
+        chain = _frozen(build)
+    finally:
+        KEPT.clear()
+        REGISTRY.clear()
+    assert chain.found, chain.missing
+    assert chain.links[0].name.endswith("test_holders.KEPT"), chain
 
 
 def make_step():

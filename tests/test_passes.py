@@ -4,13 +4,18 @@ comes next, or the final verdicts. Each test is the series that motivated its ru
 from leaklab import resources
 from leaklab.verdict import (
     CONFIRMATION,
+    FILL,
+    FILL_STEPS_MAX,
     GROWS,
     LONG_PASS,
     MEASURED,
+    PLATEAU,
     REMEASURED,
     RESTARTS,
+    STOPPED,
     WARMUP,
     Done,
+    Filling,
     Pass,
     Plan,
     Verdicts,
@@ -37,8 +42,19 @@ def series(**values):
 
 def test_warm_up_leads_to_the_measured_series_and_a_budget_stop_in_it_is_final():
     assert next_pass([Done(WARMUP, series())], WATCHED, PLAN) == Pass(MEASURED, 20)
-    stopped = next_pass([Done(WARMUP, series(cpu_tensors=[0, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
+    stopped = next_pass([Done(WARMUP, series(cpu_tensors=[0, 1 << 29, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
     assert isinstance(stopped, Verdicts) and stopped.trends["cpu_tensors"].verdict == GROWS
+    # One reading past the budget is a safety stop, not growth step after step: no verdict.
+    once = next_pass([Done(WARMUP, series(cpu_tensors=[0, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
+    assert once.trends["cpu_tensors"].verdict == STOPPED
+    # A measured series the budget stopped after one step is read with the warm-up's readings before it.
+    warm = Done(WARMUP, series(cpu_tensors=[0, 1 << 28, 1 << 29]))
+    cut = next_pass([warm, Done(MEASURED, series(cpu_tensors=[1 << 29, 3 << 28]), over_budget="cpu_tensors")],
+                    WATCHED, PLAN)
+    assert cut.trends["cpu_tensors"].verdict == GROWS
+    flat_then_cut = next_pass([Done(WARMUP, series(cpu_tensors=[0, 0, 0])),
+                               Done(MEASURED, series(cpu_tensors=[0, 1 << 30]), over_budget="cpu_tensors")], WATCHED, PLAN)
+    assert flat_then_cut.trends["cpu_tensors"].verdict == STOPPED
 
 
 def test_a_clear_bounded_series_is_final_without_a_confirmation():
@@ -116,6 +132,15 @@ def test_growth_only_in_python_objects_is_watched_through_a_long_pass_too():
     assert growing_alone(judge({"cpu_tensors": LEAK, "python_objects": objects}, watched), watched) == []
 
 
+def test_heap_growth_just_above_its_floor_is_watched_through_a_long_pass():
+    # Issue 28: a LoRA step's heap on the CPU, bounded in its first pass, rose 1.0 KiB/step through
+    # the confirmation and was called grows; it settles over the next hundreds of steps.
+    near = judge(series(host_heap=[50_000_000 + 1100 * i + (300 if i % 3 else 0) for i in range(31)]), WATCHED)
+    assert near["host_heap"].verdict == GROWS and growing_alone(near, WATCHED) == ["host_heap"]
+    fast = judge(series(host_heap=[50_000_000 + 8192 * i for i in range(31)]), WATCHED)
+    assert fast["host_heap"].verdict == GROWS and growing_alone(fast, WATCHED) == []
+
+
 def test_a_bounded_series_close_to_its_bar_is_confirmed():
     trends = judge(series(), WATCHED)
     assert not needs_confirmation(trends, WATCHED)
@@ -136,3 +161,23 @@ def test_a_creep_that_the_confirmation_turns_into_growth_is_reported_not_as_unce
                                    "host_heap": [CREEP[-1] + 400_000 * i for i in range(1, 11)]})]
     decision = next_pass(history, WATCHED, PLAN)
     assert decision.trends["host_heap"].verdict == GROWS and decision.uncertain == ()
+
+
+def test_growth_held_in_a_bounded_container_is_watched_until_it_is_full_and_decided_after():
+    # A deque(maxlen=60) of each step's 2 KiB output, 35 held after the confirmation: 25 steps to go.
+    deque = Filling("recent (deque, maxlen=60, 35 held)", 25)
+    confirmed = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK)),
+                 Done(CONFIRMATION, {"cpu_tensors": [LEAK[-1] + 2048 * i for i in range(1, 11)], "host_heap": FLAT[:10]},
+                      filling=deque)]
+    decision = next_pass(confirmed, WATCHED, PLAN)
+    assert decision == Pass(FILL, 25 + 20, resources=("cpu_tensors",), why=deque.what, since=25)
+    top = LEAK[-1] + 2048 * 10
+    full = [top + 2048 * i for i in range(1, 26)] + [top + 2048 * 25] * 20
+    settled = next_pass([*confirmed, Done(FILL, {"cpu_tensors": full})], WATCHED, PLAN)
+    assert settled.trends["cpu_tensors"].verdict == PLATEAU and settled.fill_settled == ("cpu_tensors",)
+    still = next_pass([*confirmed, Done(FILL, {"cpu_tensors": [top + 2048 * i for i in range(1, 46)]})], WATCHED, PLAN)
+    assert still.trends["cpu_tensors"].verdict == GROWS and still.fill_settled == ()
+    # No pass where a container has no bound, or fills too slowly to watch: the growth stands.
+    for filling in (None, Filling("recent (deque, maxlen=100000, 35 held)", FILL_STEPS_MAX + 1)):
+        done = [*confirmed[:2], Done(CONFIRMATION, confirmed[2].readings, filling=filling)]
+        assert next_pass(done, WATCHED, PLAN).trends["cpu_tensors"].verdict == GROWS

@@ -172,15 +172,21 @@ def test_harness_renders_the_comparisons_of_repeated_runs() -> None:
 
 def test_the_gpu_suite_leaves_the_corpus_out_unless_asked_for_by_name():
     """`pytest -m cuda` replaces the default -m: the corpus's CUDA steps must not ride along (they
-    took the H200 suite past its time limit); `-m "models and cuda"` still selects them."""
-    import subprocess
-    import sys
+    took the H200 suite past its time limit); `-m "models and cuda"` still selects them. The
+    plugin's hook on stand-in items (a collection in a fresh interpreter cost seconds a run)."""
+    from types import SimpleNamespace
 
-    def collected(expression: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                               "-m", expression, "tests/test_real_models.py"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent.parent)
-        return done.stdout
+    from leaklab_lab.plugin import pytest_collection_modifyitems
 
-    assert "test_real_model[" not in collected("cuda")
+    def collected(expression: str) -> list[str]:
+        items = [SimpleNamespace(name=name, get_closest_marker=lambda mark, name=name: mark if "real_model" in name else None)
+                 for name in ("test_case[leak-cuda]", "test_real_model[lora-idiom-cuda]")]
+        deselected = []
+        config = SimpleNamespace(getoption=lambda option, default=None: expression,
+                                 hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
+        pytest_collection_modifyitems(config, items)
+        assert len(items) + len(deselected) == 2
+        return [item.name for item in items]
+
+    assert collected("cuda") == ["test_case[leak-cuda]"]
     assert "test_real_model[lora-idiom-cuda]" in collected("models and cuda")

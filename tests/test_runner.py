@@ -8,7 +8,7 @@ import sys
 import torch
 
 from leaklab.runner import RunOptions, run_factory
-from leaklab.verdict import BOUNDED, GROWS, MiB
+from leaklab.verdict import BOUNDED, GROWS, STOPPED, MiB
 
 kept_forever = []
 
@@ -29,6 +29,15 @@ def test_a_leak_is_stopped_at_its_budget_and_reported_as_growing():
     assert len(report.samples) < 31, "the series was cut short"
     assert report.samples[-1] - report.samples[0] <= 64 * MiB + 16 * MiB
     assert report.released, "the hoard dies with the step"
+    # Issue 28: the biggest leaks are named too, in steps that keep it within one more budget.
+    assert "factory.<locals>.hoard (list)" in report.summary() and report.holder, report.summary()
+
+
+def test_a_leak_of_more_than_its_budget_a_step_says_why_it_is_not_named():
+    options = RunOptions(steps=12, warmup=2, resources=("cpu_tensors",), budget={"cpu_tensors": 64 * MiB})
+    report = run_factory(_jumps(set(range(1, 30))), "cpu", options)
+    assert report.verdict == GROWS and report.holder is None, report.summary()
+    assert "not looked for: cpu_tensors passed its budget" in report.summary(), report.summary()
 
 
 def test_memory_a_step_leaves_behind_is_reported():
@@ -264,8 +273,13 @@ def test_a_budget_passed_by_one_jump_is_a_level_and_the_run_goes_on():
     report = run_factory(_jumps({2}), "cpu", options)
     assert report.stopped_by_budget is None and report.verdict == BOUNDED, report.summary()
     assert report.budget_moved and "a jump, not growth" in report.summary()
-    twice = run_factory(_jumps({2, 6}), "cpu", options)  # a second jump: stopped, and it grows
-    assert twice.stopped_by_budget == "cpu_tensors" and twice.verdict == GROWS, twice.summary()
+    # A second jump: a safety stop, but two jumps are not growth step after step, so no verdict (exit 3).
+    twice = run_factory(_jumps({2, 6}), "cpu", options)
+    assert twice.stopped_by_budget == "cpu_tensors" and twice.verdict == STOPPED, twice.summary()
+    assert twice.exit_code == 3 and "not step after step" in twice.summary(), twice.summary()
+    # Growth step after step that passes the budget grows.
+    steady = run_factory(_jumps(set(range(2, 14))), "cpu", options)
+    assert steady.stopped_by_budget == "cpu_tensors" and steady.verdict == GROWS, steady.summary()
 
 
 def test_no_forecast_from_a_couple_of_steps():

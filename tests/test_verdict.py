@@ -111,6 +111,21 @@ def test_one_jump_then_flat_is_recognised_and_steady_growth_is_not():
     assert one_jump([0] * 21, EXACT) is None
 
 
+# The host heap of tests/data/edge_steps.py:variable_batch in a pytest-xdist worker beside a busy
+# one (CPU, torch 2.14.1): a one-off 4.1 MiB buffer at the 9th measured step over ~20 KiB of scatter
+# a step. The sum of every other step's size (466 KB) passed a tenth of the jump, so it was judged as
+# a series ("grows", then "plateau"), not measured again past the jump.
+LAZY_BUFFER_IN_A_NOISY_HEAP = [155986400, 156017456, 156031776, 156010160, 155994320, 156031776, 155999408, 156013120, 156015760, 160280832, 160286224, 160327808, 160276496, 160285712, 160330256, 160290976, 160325248, 160286256, 160302896, 160304656, 160290720]
+
+
+def test_one_jump_in_a_noisy_counter_is_recognised_however_long_the_series():
+    assert one_jump(LAZY_BUFFER_IN_A_NOISY_HEAP, HEAP) == 9
+    growing_beside_it = [value + 100_000 * i for i, value in enumerate(LAZY_BUFFER_IN_A_NOISY_HEAP)]
+    assert one_jump(growing_beside_it, HEAP) is None
+    back_down = LAZY_BUFFER_IN_A_NOISY_HEAP[:15] + [LAZY_BUFFER_IN_A_NOISY_HEAP[0]] * 6
+    assert one_jump(back_down, HEAP) is None
+
+
 def test_a_noisy_counter_that_slows_down_while_confirmed_is_not_growing():
     first = decide([4000 * i for i in range(21)], HEAP)
     settling = [80_000 + 500 * i for i in range(11)]

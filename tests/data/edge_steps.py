@@ -404,3 +404,47 @@ def resnet18(device):
 
 def resnet18_leak_512(device):
     return _resnet18(device, 512)
+
+
+def _recent_outputs(device, maxlen):
+    model = torch.nn.Linear(16, 16).to(device)
+    x = torch.randn(4, 16, device=device)
+    recent = collections.deque(maxlen=maxlen)  # the last outputs, for a moving average
+
+    def step():
+        recent.append(model(x).detach())  # 256 B a step until the deque is full
+
+    return step
+
+
+def deque_fills(device):
+    """A deque with maxlen=60 of each step's output: it grows for 60 steps, then stays full."""
+    return _recent_outputs(device, 60)
+
+
+def deque_unbounded(device):
+    """The same deque with no maxlen: it grows for ever."""
+    return _recent_outputs(device, None)
+
+
+def _mask_cache(device, maxsize):
+    @functools.lru_cache(maxsize=maxsize)
+    def mask(length):
+        return torch.ones(length % 61 + 4, 64, device=device).tril()
+
+    lengths = iter(range(10**9))
+
+    def step():
+        mask(next(lengths))  # a new key every step: cached until maxsize entries are held
+
+    return step
+
+
+def lru_cache_fills(device):
+    """An lru_cache with maxsize=60 that sees a new argument every step: full after 60 steps."""
+    return _mask_cache(device, 60)
+
+
+def lru_cache_unbounded(device):
+    """The same cache with maxsize=None: every argument's tensor is kept."""
+    return _mask_cache(device, None)
