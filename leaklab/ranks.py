@@ -16,12 +16,14 @@ The rule, in one place:
 - Growth that keeps only a record of plain data (:func:`leaklab.verdict.records`) is settled
   only where every rank the confirmation named as growing found the same kind of record (a loss
   history kept on every rank); the rate taken is the smallest rank's, so that it has to explain
-  every rank's growth.
+  every rank's growth. Growth held in bounded containers (:func:`leaklab.verdict.fills`) is
+  filled only where every such rank's census found one; the fill pass lasts until the slowest
+  rank's is full.
 - The answer (:func:`answer`): the check failed where any rank's step failed (the rank it failed
   on first is named); else it grows where any rank grows, each growing rank named with its
-  rate, the others' verdicts after; else plateau, else bounded. Exit codes as in one process
-  (:data:`leaklab.report.EXIT_STEP_FAILED` before :data:`~leaklab.report.EXIT_LEAK` before
-  :data:`~leaklab.report.EXIT_PLATEAU`).
+  rate, the others' verdicts after; else stopped (a budget's safety stop, no verdict), else
+  plateau, else bounded, in the order a one-process report ranks them. The exit code is that
+  verdict's, as in one process (:func:`merged_code`).
 - A *level skew* (:func:`skew`): a resource that grows on no rank, but that one rank holds at
   least :data:`SKEW_FACTOR` times as much of as the median of the others, and more than the
   resource's smallest cache (its ``plateau_min``) beyond them: rank 0 holding gathered results,
@@ -37,7 +39,20 @@ from typing import Any
 
 from leaklab import resources as known
 from leaklab.report import EXIT_BAD_INPUT, EXIT_BOUNDED, EXIT_LEAK, EXIT_PLATEAU, EXIT_STEP_FAILED
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, Done, Pass, PlainData, Records, Resource, Verdicts
+from leaklab.verdict import (
+    BOUNDED,
+    GROWS,
+    PLATEAU,
+    RAISES,
+    STOPPED,
+    Done,
+    Filling,
+    Pass,
+    PlainData,
+    Records,
+    Resource,
+    Verdicts,
+)
 
 SEPARATOR = "@rank"
 SKEW_FACTOR = 2.0   # a rank holding this many times the others' median level (and a cache's worth more) is a skew
@@ -88,12 +103,26 @@ def merge_done(dones: Sequence[Done], growing: Sequence[str] = ()) -> Done:
     told = [done.over_budget for done in dones if done.over_budget]
     over = owned[0] if owned else (told[0] if told else None)
     return Done(dones[0].kind, readings, stopped=any(done.stopped for done in dones),
-                over_budget=over, plain=merge_plain(dones, growing))
+                over_budget=over, plain=merge_plain(dones, growing), filling=merge_filling(dones, growing))
+
+
+def _growing_ranks(growing: Sequence[str]) -> list[int]:
+    return sorted({rank for rank in (parse(name)[1] for name in growing) if rank is not None})
+
+
+def merge_filling(dones: Sequence[Done], growing: Sequence[str]) -> Filling | None:
+    """The bounded containers every growing rank's growth is held in, or None (see the module's rule)."""
+    ranks = _growing_ranks(growing)
+    found = [dones[rank].filling for rank in ranks if rank < len(dones)]
+    if not found or any(filling is None for filling in found):
+        return None
+    return Filling("; ".join(f"rank {rank}: {filling.what}" for rank, filling in zip(ranks, found, strict=True)),
+                   max(filling.steps_to_full for filling in found))
 
 
 def merge_plain(dones: Sequence[Done], growing: Sequence[str]) -> PlainData | None:
     """The record of plain data every growing rank keeps, or None (see the module's rule)."""
-    ranks = sorted({rank for rank in (parse(name)[1] for name in growing) if rank is not None})
+    ranks = _growing_ranks(growing)
     found = [dones[rank].plain for rank in ranks if rank < len(dones)]
     if not found or any(plain is None for plain in found) or len({plain.what for plain in found}) != 1:
         return None
@@ -124,7 +153,8 @@ def split(decision: Pass | Verdicts, rank: int) -> Pass | Verdicts:
         uncertain=_mine(decision.uncertain, rank), long_passed=_mine(decision.long_passed, rank),
         changed=tuple((parse(name)[0], before, after) for name, before, after in decision.changed
                       if parse(name)[1] == rank),
-        records=records)
+        records=records, fill_settled=_mine(decision.fill_settled, rank),
+        filled=decision.filled if _mine(decision.fill_settled, rank) else None)
 
 
 # ----------------------------------------------------------------------------- the answer
@@ -161,17 +191,24 @@ def skew(reports: Sequence[Mapping[str, Any]]) -> list[str]:
     return found
 
 
+HEADLINES = (GROWS, STOPPED, PLATEAU)  # as a one-process report ranks its resources' verdicts
+
+
 def merged_verdict(reports: Sequence[Mapping[str, Any]]) -> str:
-    """The verdict of every rank at once: raises where any rank's step failed, else grows, else
-    plateau where any rank's is, else bounded."""
+    """The verdict of every rank at once: raises where any rank's step failed, else the first of
+    :data:`HEADLINES` any rank has, else bounded."""
     verdicts = {report["verdict"] for report in reports}
-    return next((verdict for verdict in (RAISES, GROWS, PLATEAU) if verdict in verdicts), BOUNDED)
+    return next((verdict for verdict in (RAISES, *HEADLINES) if verdict in verdicts), BOUNDED)
 
 
 def merged_code(reports: Sequence[Mapping[str, Any]]) -> int:
-    """The exit code every rank exits with (see the module's rule)."""
+    """The exit code every rank exits with: the merged verdict's, as in one process (a step that
+    failed 3, a leak or a child process left running 1, a safety stop 3, a plateau 4)."""
+    verdict = merged_verdict(reports)
+    if verdict == RAISES:
+        return EXIT_STEP_FAILED
     codes = {report["exit_code"] for report in reports}
-    for code in (EXIT_STEP_FAILED, EXIT_LEAK, EXIT_PLATEAU):
+    for code in (EXIT_LEAK, EXIT_STEP_FAILED, EXIT_PLATEAU):
         if code in codes:
             return code
     return EXIT_BOUNDED
@@ -186,7 +223,7 @@ def answer(reports: Sequence[Mapping[str, Any]], origin: int | None = None) -> s
         failed = origin if origin is not None else next(i for i, r in enumerate(reports) if r["verdict"] == RAISES)
         return f"the step failed on rank {failed} {of} {_body(reports[failed], 'the step failed ')}; the check ended on every rank"
     verdicts = [report["verdict"] for report in reports]
-    headline = next((verdict for verdict in (GROWS, PLATEAU) if verdict in verdicts), BOUNDED)
+    headline = merged_verdict(reports)
     levels = skew(reports)
     tail = f"; level skew, not growth: {'; '.join(levels)}" if levels else ""
     if headline == BOUNDED:

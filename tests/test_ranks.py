@@ -14,6 +14,7 @@ from leaklab.verdict import (
     MEASURED,
     WARMUP,
     Done,
+    Filling,
     Pass,
     PlainData,
     Plan,
@@ -135,6 +136,21 @@ def test_a_record_of_plain_data_is_merged_only_where_every_growing_rank_keeps_th
     assert ranks.merge_plain([done(history), done(other)], both) is None
 
 
+def test_bounded_containers_are_filled_only_where_every_growing_rank_fills_one_until_the_slowest_is_full():
+    done = lambda filling: Done(CONFIRMATION, {}, filling=filling)  # noqa: E731
+    both = ("python_objects@rank0", "python_objects@rank1")
+    fast, slow = Filling("history (a deque, maxlen 50)", 40), Filling("history (a deque, maxlen 200)", 190)
+    merged = ranks.merge_filling([done(fast), done(slow)], both)
+    assert merged.steps_to_full == slow.steps_to_full and "rank 0: " in merged.what and "rank 1: " in merged.what
+    assert ranks.merge_filling([done(fast), done(None)], both) is None  # rank 1's growth is in no bounded container
+    trend = decide([0, 1, 1, 1], known.get("python_objects"))
+    verdicts = Verdicts({"python_objects@rank0": trend, "python_objects@rank1": trend},
+                        {"python_objects@rank0": [0] * 4, "python_objects@rank1": [0] * 4}, base=1, readings=4,
+                        filled=merged, fill_steps=200, fill_settled=("python_objects@rank1",))
+    assert ranks.split(verdicts, 1).fill_settled == ("python_objects",) and ranks.split(verdicts, 1).filled == merged
+    assert ranks.split(verdicts, 0).fill_settled == () and ranks.split(verdicts, 0).filled is None
+
+
 # ----------------------------------------------------------------------------- the answer
 def report(rank, samples, name="train.py:make_step", error=None, before=0):
     """A real report of one rank whose CPU tensors read ``samples`` (its verdict decided by the rule)."""
@@ -158,6 +174,14 @@ def test_the_answer_names_the_rank_that_grows_and_what_the_others_did():
     assert ranks.merged_code(reports) == EXIT_LEAK
     both = ranks.answer([report(0, GROWING), report(1, GROWING)])
     assert both.startswith("grows on ranks 0 and 1 of 2: rank 0: cpu_tensors by")
+
+
+def test_a_leak_on_one_rank_outranks_a_safety_stop_on_another():
+    stopped = {**report(0, FLAT), "verdict": "stopped", "exit_code": EXIT_STEP_FAILED}
+    reports = [stopped, report(1, GROWING)]
+    assert ranks.merged_verdict(reports) == "grows" and ranks.merged_code(reports) == EXIT_LEAK
+    assert ranks.answer(reports).startswith("grows on rank 1 of 2 (rank 0 stopped)")
+    assert ranks.merged_code([stopped, report(1, FLAT)]) == EXIT_STEP_FAILED
 
 
 def test_a_level_held_by_one_rank_is_a_skew_not_growth():
