@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", action="store_true", help="no per-step progress on stderr")
     check.add_argument("-v", "--verbose", "--table", dest="table", action="store_true",
                        help="also print the per-step table of every resource (by default: the answer only)")
+    check.add_argument("--nproc", type=int, metavar="N",
+                       help="check N ranks of this machine, launched by torch's elastic launcher (as torchrun "
+                            "--standalone --nproc-per-node N -m leaklab check ... would); one merged answer")
+    check.add_argument("--backend", help="under torchrun or --nproc: the process group's backend where the script "
+                                         "made none (default nccl on CUDA, gloo on the CPU)")
     check.set_defaults(handler=cmd_check)
 
     for register in lab_commands():
@@ -120,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
               "run it from a leaklab checkout after `pip install -e '.[lab]'`", file=sys.stderr)
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
+    args.argv = argv
     shadow = shadowing_note([Path.cwd(), *([Path(args.target).parent] if getattr(args, "target", None) else [])])
     if shadow:
         print(shadow, file=sys.stderr)
@@ -238,11 +244,31 @@ def terminate_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
+def without_nproc(argv: list[str]) -> list[str]:
+    """The command line a rank runs: this one without ``--nproc N`` (or ``--nproc=N``)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            kept.append(arg)
+    return kept
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    from leaklab import distributed
     from leaklab.runner import BadInput, RunOptions, run_factory
     from leaklab.scripts import forget_script, load_script, parse_target
 
     path, factory_name = parse_target(args.target)
+    if args.nproc is not None and not distributed.launched():
+        if args.nproc < 1:
+            raise BadInput(f"--nproc must be 1 or more, got {args.nproc}")
+        if not Path(path).is_file():
+            raise BadInput(f"no such file: {path}")
+        return distributed.launch(args.nproc, without_nproc(args.argv))
     options = RunOptions(steps=args.steps, warmup=args.warmup, resources=tuple(dict.fromkeys(args.resource)),
                          attribute=args.attribute or bool(args.snapshot), snapshot=args.snapshot,
                          snapshot_overwrite=args.overwrite, snapshot_html=args.snapshot_html,
@@ -256,6 +282,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         check_snapshot_paths(args.snapshot, overwrite=args.overwrite, html=args.snapshot_html)
     terminate_on_sigterm()
+    if distributed.launched():
+        return cmd_check_ranks(args, options, device, path, factory_name)
     with stdout_to_stderr() if args.json else contextlib.nullcontext():
         module = load_script(path)
         try:
@@ -280,6 +308,72 @@ def cmd_check(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `leaklab check ... | head -1`: the reader has what it wanted; the code stands
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return report.exit_code
+
+
+def cmd_check_ranks(args: argparse.Namespace, options: Any, device: str, path: str, factory_name: str) -> int:
+    """``leaklab check`` as one rank of a job ``torchrun`` started: every rank runs the check with
+    the others (:mod:`leaklab.distributed`), rank 0 prints one answer for all of them
+    (:func:`leaklab.ranks.answer`), and every rank exits with the merged code."""
+    from leaklab import distributed, ranks
+    from leaklab.runner import BadInput, FactoryFailed, run_factory
+    from leaklab.scripts import forget_script, load_script
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    coordinator = None
+    with stdout_to_stderr() if args.json else contextlib.nullcontext():
+        try:
+            distributed.quiet_flight_recorder()
+            module = load_script(path)  # first: a script may make its own process group, used as it is
+            if options.snapshot:  # one file per rank
+                from leaklab.attribution import check_snapshot_paths
+
+                options.snapshot = ranks.rank_path(options.snapshot, rank)
+                check_snapshot_paths(options.snapshot, overwrite=args.overwrite, html=args.snapshot_html)
+            try:
+                device = distributed.rank_device(device)
+                coordinator = distributed.Coordinator.start(device, args.backend, args.timeout)
+                options.ranks = coordinator
+                options.progress = options.progress if rank == 0 else None
+                report = run_factory(coordinator.factory(_factory(module, factory_name)), device, options)
+            finally:
+                forget_script(module)
+        except BadInput as exc:  # alike on every rank, or agreed (a factory that failed on one)
+            if rank == 0:
+                origin = coordinator.origin if coordinator is not None else None
+                if isinstance(exc, FactoryFailed):
+                    print(exc.traceback, file=sys.stderr, end="")
+                print(f"leaklab: {'' if origin is None else f'rank {origin} of {world}: '}{exc}", file=sys.stderr)
+            if coordinator is not None:
+                coordinator.close()
+            return EXIT_BAD_INPUT
+    report.name = args.target
+    report.labels = {"rank": rank, "world_size": world}
+    reports = coordinator.gather(report.to_json())
+    code = ranks.merged_code(reports)
+    if rank == 0:
+        line = f"{args.target}: {ranks.answer(reports, coordinator.origin)}"
+        failed = next((reports[i] for i in (coordinator.origin, *range(world)) if i is not None
+                       and reports[i]["error"] is not None), None)
+        if args.json:
+            print(json.dumps({"name": args.target, "world_size": world, "exit_code": code, "summary": line,
+                              "ranks": reports}), flush=True)
+            print(f"leaklab: {line}", file=sys.stderr, flush=True)
+        elif failed is not None:
+            print(failed["traceback"] or "", file=sys.stderr, end="")
+            print(f"leaklab: {line}", file=sys.stderr, flush=True)
+        else:
+            from leaklab.report import report_from_json
+
+            lines = [f"rank {i}:\n{report_from_json(data).curve()}" for i, data in enumerate(reports)] if args.table else []
+            lines.append(line)
+            for i, data in enumerate(reports):
+                if data["verdict"] != "bounded":
+                    lines += [f"  rank {i}: {data['summary']}", *answer_lines(data)]
+            print("\n".join(lines), flush=True)
+    coordinator.close()
+    # A rank exiting non-zero makes torchrun stop the others: after the answer, that ends them quietly.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return code
 
 
 if __name__ == "__main__":

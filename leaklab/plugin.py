@@ -35,6 +35,7 @@ imported only when a check runs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -109,8 +110,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("leaklab_resource", "comma-separated resources to watch (empty: all)", default="")
 
 
+def _launched() -> bool:
+    """Whether this session is one rank of a torchrun job (:func:`leaklab.distributed.launched`,
+    read here without importing torch)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[REPORTS] = []
+    if _launched():  # before a test module makes its process group (torch is imported under torchrun only)
+        from leaklab.distributed import quiet_flight_recorder
+
+        quiet_flight_recorder()
     config.addinivalue_line("markers", MARKER)
     # the session's settings: command line over ini over defaults (markers come per test)
     values = {}
@@ -189,8 +200,16 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
 
     options = RunOptions(steps=settings.steps, warmup=settings.warmup, resources=settings.resource, name=item.name,
                          strict=settings.strict)
+    merged = None
     try:
-        report = run_factory(lambda _device: step, settings.device, options)
+        if _launched():  # under torchrun: every rank checked together, one answer (leaklab.ranks)
+            from leaklab.distributed import check_every_rank
+            from leaklab.ranks import merged_verdict
+
+            report, every, answer = check_every_rank(lambda _device: step, settings.device, options)
+            merged = (merged_verdict(every), f"{report.name}: {answer}")
+        else:
+            report = run_factory(lambda _device: step, settings.device, options)
     except BadInput as exc:
         pytest.fail(f"leaklab: {exc}", pytrace=False)
     if first_failure:
@@ -202,6 +221,8 @@ def repeat_test(item: pytest.Function, settings: Settings) -> Report:
     if report.error is not None:
         line = " ".join(report.summary().split())  # one line, even for a multi-line assertion message
         pytest.fail(f"leaklab: the test cannot be repeated (a step failure, not a leak): {line}", pytrace=False)
+    if merged is not None and merged[0] != settings.expect:
+        pytest.fail(f"{merged[0]}, expected {settings.expect}: {merged[1]}", pytrace=False)
     if report.verdict != settings.expect:
         pytest.fail(failure_line(report, settings.expect), pytrace=False)
     return report
@@ -225,6 +246,7 @@ class LeakCheck:
         self._item = item
         self._reports = reports
         self._attribute = attribute
+        self._merged: tuple[str, str] | None = None  # under torchrun: every rank's verdict and the one answer
 
     def run(self, step: Callable[[], Any] | None = None, *, factory: Callable[[str], Any] | None = None,
             device: str = "cpu", **settings: Any) -> Report:
@@ -239,24 +261,33 @@ class LeakCheck:
             settings["attribute"] = self._attribute
         settings["name"] = settings.get("name") or self._item.name
         options = options_for(**settings)
-        report = run_factory(factory or (lambda _device: step), device, options)
+        if _launched():  # under torchrun: every rank checked together, one answer (leaklab.ranks)
+            from leaklab.distributed import check_every_rank
+            from leaklab.ranks import merged_verdict
+
+            report, every, answer = check_every_rank(factory or (lambda _device: step), device, options)
+            self._merged = (merged_verdict(every), f"{report.name}: {answer}")
+        else:
+            report = run_factory(factory or (lambda _device: step), device, options)
+            self._merged = None
         self._reports.append(report)
         show(self._item, report)
         return report
 
+    def _expect(self, report: Report, expected: str) -> Report:
+        """Fail the test unless the verdict (every rank's, under torchrun) is ``expected``."""
+        verdict, line = self._merged or (report.verdict, report.summary())
+        if verdict != expected:
+            pytest.fail(f"{verdict}, expected {expected}: {line}", pytrace=False)
+        return report
+
     def bounded(self, step: Callable[[], Any] | None = None, **kwargs: Any) -> Report:
         """Fail the test unless no watched resource grows or plateaus."""
-        report = self.run(step, **kwargs)
-        if report.verdict != "bounded":
-            pytest.fail(failure_line(report, "bounded"), pytrace=False)
-        return report
+        return self._expect(self.run(step, **kwargs), "bounded")
 
     def grows(self, step: Callable[[], Any] | None = None, **kwargs: Any) -> Report:
         """Fail the test unless some watched resource grows (keeps reproductions honest)."""
-        report = self.run(step, **kwargs)
-        if report.verdict != "grows":
-            pytest.fail(failure_line(report, "grows"), pytrace=False)
-        return report
+        return self._expect(self.run(step, **kwargs), "grows")
 
 
 def show(item: pytest.Item, report: Report) -> None:

@@ -133,6 +133,7 @@ class RunOptions:
     horizon: int = HORIZON                 # steps over which a record of plain data is judged
     progress: Callable[[int, int, dict[str, int]], None] | None = None
     name: str = ""
+    ranks: Any = None                      # under torchrun: every rank's steps agreed (a leaklab.distributed.Coordinator)
 
     @property
     def plan(self) -> Plan:
@@ -266,7 +267,7 @@ class _Run:
         """``count`` more steps, each followed by a reading (of ``only`` these resources, if given).
         ``start``: :data:`BASELINE` takes the series' first reading here first, :data:`CONTINUE` a
         reading from which the series goes on where it stopped."""
-        probe, limit, step = self.probe, self.limit, self.step
+        probe, limit, step, ranks = self.probe, self.limit, self.step, self.options.ranks
         sync = probe.kind == "cuda"
         # Every object this loop keeps between two readings (its clock readings, the last sample) is
         # alive before the reference reading too, so that reading counts the same objects of ours as
@@ -285,7 +286,10 @@ class _Run:
             self.failed_step = self.done
             limit.arm()
             started = time.perf_counter()
-            call_step(step, series)
+            if ranks is None:
+                call_step(step, series)
+            else:
+                ranks.call_step(step, series)  # its failure is raised at the agreement below, on every rank
             if sync:
                 torch.cuda.synchronize(probe.device)
             seconds = time.perf_counter() - started
@@ -297,7 +301,9 @@ class _Run:
                 self.options.progress(i + 1, count, sample)
             over = over_budget(series.last(), self.budget_from, self.budget)
             if over and self.jumped(series, over):
-                continue  # one jump, not growth: the budget counts again from after it
+                over = None  # one jump, not growth: the budget counts again from after it
+            if ranks is not None:  # every rank stops where one does: its step failed, or its budget passed
+                over = ranks.agree(series, over)
             if over:
                 self.over_budget = over
                 break
@@ -455,7 +461,8 @@ def _passes(run: _Run) -> _Censuses | None:
     history = [_warm_up(run)]
     kept: dict[int, dict[str, Any]] = {}  # a measured series, kept when it is measured again
     censuses = None
-    while not isinstance(decision := next_pass(history, probe.watched, plan), Verdicts):
+    decide = next_pass if run.options.ranks is None else run.options.ranks.next_pass  # on every rank's series
+    while not isinstance(decision := decide(history, probe.watched, plan), Verdicts):
         run.enter(MEASURED if decision.kind == REMEASURED else decision.kind)
         if decision.kind == REMEASURED:
             kept[len(history) - 1] = series.kept()
@@ -632,6 +639,9 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
     if not what:
         return
     run.enter("naming")
+    if (censuses is None or not censuses.cover(what)) and run.options.ranks is not None:
+        run.enter(None)  # extra steps on the ranks that grow alone would wait on the others' collectives
+        return
     if censuses is None or not censuses.cover(what):
         steps = run.steps_allowed(NAMING_STEPS)
         if steps < 2:  # a census needs two steps to tell what gains an item a step

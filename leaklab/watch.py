@@ -25,6 +25,13 @@ What differs from :func:`leaklab.check`, because the loop is not ours to run:
 - An exception in the block is recorded as a ``raises`` report (the step that raised and the
   traceback) and then propagates: the watch never swallows it.
 
+Under ``torchrun`` every rank watches its own loop, and at the end of the block the ranks' reports
+are gathered (:func:`leaklab.distributed.Coordinator`): ``w.answer`` is the one answer for every
+rank (:func:`leaklab.ranks.answer`: ``grows on rank 1 of 2 (rank 0 bounded): ...``), the same on
+each, and ``w.reports`` every rank's report as JSON; ``w.report`` stays this rank's. The ranks
+meet at the end of the block, so every rank must reach it (a rank whose loop raised meets the
+others once theirs end, or their collectives time out).
+
 torch and the runner are imported when the block starts, not with ``leaklab``.
 """
 
@@ -54,16 +61,25 @@ class Watch:
         self.options: RunOptions = RunOptions(steps=steps, warmup=warmup, resources=resources,
                                               budget=budget or {}, name=name)
         self.report: Report | None = None
+        self.answer: str | None = None        # under torchrun: the one answer for every rank
+        self.reports: list[dict[str, Any]] = []  # under torchrun: every rank's report, in rank order
+        self._ranks: Any = None
         self._probe: Probe | None = None
         self._calls = 0
 
     # ------------------------------------------------------------------ the block
     def __enter__(self) -> Watch:
+        from leaklab import distributed
         from leaklab.measure import Probe, live_children
         from leaklab.resources import resolve
         from leaklab.series import Series
 
+        if distributed.launched():  # the groups come before the first reading: their threads and sockets are the baseline's
+            self.device = distributed.rank_device(self.device)
         self.device = self.options.validate(self.device)
+        if distributed.launched():
+            distributed.quiet_flight_recorder()
+            self._ranks = distributed.Coordinator.start(self.device)
         self._children_before = {p.pid for p in live_children()}
         probe = Probe(self.device, resolve(self.device, tuple(self.options.resources)))
         self._budget = {r.name: self.options.budget.get(r.name, r.budget) for r in probe.watched}
@@ -159,6 +175,13 @@ class Watch:
                                  name=self.options.name, before_build=self._before,
                                  stopped_by_budget=self._stopped_by_budget, children_left=children_left, **found))
         self.report = report
+        if self._ranks is not None:
+            from leaklab import ranks
+
+            report.labels = {**report.labels, "rank": self._ranks.rank, "world_size": self._ranks.world}
+            self.reports = self._ranks.gather(report.to_json())
+            self.answer = f"{report.name + ': ' if report.name else ''}{ranks.answer(self.reports)}"
+            self._ranks.close()
         if too_short and exc is None:
             raise BadInput(f"the block called w.step() {self._calls} time(s): a verdict needs the "
                            f"{self.options.warmup} warm-up steps and at least 2 measured ones")

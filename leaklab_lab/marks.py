@@ -18,6 +18,8 @@ MARKERS = {
     "slow": "slow: a case that takes long (fresh interpreters, multi-process jobs); deselected by default, run with -m slow",
     "end_to_end": "end_to_end: runs the CLI or pytest in fresh interpreters, end to end (each pays Python's and torch's "
                   "start-up); deselected by default, run with -m end_to_end (.ci/run does)",
+    "distributed": "distributed: runs `leaklab check` under torchrun (or --nproc) on gloo with 2 ranks on the CPU; "
+                   "end to end too (fresh interpreters), so run with -m end_to_end (.ci/run does) or -m distributed",
     "models": "models: a real-model step of real_models/ under the check (its libraries are the models extra; a "
               "missing one skips with its name); deselected by default, run with -m models (.ci/run does)",
 }
