@@ -234,6 +234,7 @@ class _Run:
     failed_step: int | None = None     # the step running now: the one that failed, if one does
     stage: str | None = None
     over_budget: str | None = None
+    stopped_at: int = 0                    # the steps done when the budget stopped the run
     budget_moved: dict[str, str] = field(default_factory=dict)  # resources whose budget counts from after a jump
     stopped_in_warmup: bool = False
     pass_stopped: str | None = None
@@ -305,7 +306,7 @@ class _Run:
             if ranks is not None:  # every rank stops where one does: its step failed, or its budget passed
                 over = ranks.agree(series, over)
             if over:
-                self.over_budget = over
+                self.over_budget, self.stopped_at = over, self.done
                 break
 
     def jumped(self, series: Series, name: str) -> bool:
@@ -324,11 +325,13 @@ class _Run:
     def steps_allowed(self, count: int) -> int:
         """How many of ``count`` extra steps (attribution's, naming's) the check may run: all of
         them, except after a budget stop, where the resource that passed its budget may grow by one
-        more budget at most, at the rate its verdict gives. The biggest leaks still get named."""
+        more budget at most, at the rate its verdict gives, counting every extra step run since the
+        stop (attribution's and naming's together). The biggest leaks still get named."""
         trend = self.verdicts.trends.get(self.over_budget) if self.verdicts and self.over_budget else None
         if trend is None or trend.per_step_bytes <= 0:
             return count
-        return min(count, int(self.budget[self.over_budget] // trend.per_step_bytes))
+        left = int(self.budget[self.over_budget] // trend.per_step_bytes) - (self.done - self.stopped_at)
+        return max(0, min(count, left))
 
     def too_big(self) -> str:
         return (f"{self.over_budget} passed its budget, and the steps this needs would take it past one more "

@@ -33,6 +33,24 @@ def test_a_leak_is_stopped_at_its_budget_and_reported_as_growing():
     assert "factory.<locals>.hoard (list)" in report.summary() and report.holder, report.summary()
 
 
+def test_the_steps_after_a_budget_stop_stay_within_one_more_budget_in_all():
+    """Attribution's and naming's extra steps are counted together: 8 MiB a step against 64 MiB
+    leaves eight extra steps, not attribution's five and naming's five."""
+    hoards = []
+
+    def factory(device):
+        hoard = []
+        hoards.append(hoard)
+        return lambda: hoard.append(torch.empty(8 * MiB, dtype=torch.uint8))
+
+    options = RunOptions(steps=30, warmup=1, resources=("cpu_tensors",), budget={"cpu_tensors": 64 * MiB},
+                         attribute=True)
+    report = run_factory(factory, "cpu", options)
+    assert report.stopped_by_budget == "cpu_tensors" and report.verdict == GROWS, report.summary()
+    stopped_at = len(report.samples) - 1 + options.warmup  # the steps run when the budget stopped it
+    assert report.sites and 0 < len(hoards[0]) - stopped_at <= 8, (len(hoards[0]), stopped_at)
+
+
 def test_a_leak_of_more_than_its_budget_a_step_says_why_it_is_not_named():
     options = RunOptions(steps=12, warmup=2, resources=("cpu_tensors",), budget={"cpu_tensors": 64 * MiB})
     report = run_factory(_jumps(set(range(1, 30))), "cpu", options)
