@@ -668,14 +668,14 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
         if longer:
             return Pass(LONG_PASS, plan.creep_steps, resources=tuple(longer), since=start)
         return _final(stage)
+    # A fill pass or a long pass follows the confirmation: the verdicts stand on the stage after it.
+    stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
     if last.kind == FILL:
-        stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
         trends = _filled(stage, last, history[-2].filling.steps_to_full, watched)
         settled = tuple(name for name in last.readings if trends[name].verdict != stage.trends[name].verdict)
         return dataclasses.replace(_final(dataclasses.replace(stage, trends=trends)),
                                    filled=history[-2].filling, fill_steps=last.count, fill_settled=settled)
     if last.kind == LONG_PASS:
-        stage = _as_records(_confirmed(stage, history[-2], watched, plan), history[-2], watched, plan)
         trends, series = _long_passed(stage, last, watched, start)
         readings = len(next(iter(stage.series.values()), ()))  # the long pass's own are not the series'
         return dataclasses.replace(_final(dataclasses.replace(stage, trends=trends, series=series)),
