@@ -11,6 +11,7 @@ and descriptors. :mod:`leaklab.resources` says what each resource is.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -19,7 +20,7 @@ import multiprocessing
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -655,6 +656,24 @@ class Probe:
         if self._resets_peak:
             torch.cuda.reset_peak_memory_stats(self.device)
         return readings
+
+    @contextlib.contextmanager
+    def tensors_paused(self, only: Sequence[str]) -> Iterator[None]:
+        """The CPU tensor counter off while only ``only`` are read, where none of them is a tensor
+        counter: its dispatch mode sees every operator (a step of small operators runs several times
+        slower under it), and a long pass reads one or two series for up to hundreds of steps. What
+        it counted stays counted; storages made while it is off are not (none of the series read
+        then counts them, and the series that did were decided before)."""
+        counted = {r.name for r in self.watched if r.tensor_counter}
+        if self.tensors is None or counted & set(only):
+            yield
+            return
+        self.prune()
+        self.tensors.__exit__(None, None, None)
+        try:
+            yield
+        finally:
+            self.tensors.__enter__()
 
     def prune(self) -> None:
         """Drop the tensor counter's dead storages where it is not read: unread, they would pile

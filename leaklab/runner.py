@@ -543,7 +543,7 @@ def _long_pass(run: _Run, plan: Pass) -> Done:
     for name in names:
         light.values[name][0] = series.values[name][series.count - 1]
     light.count = 1
-    with run.added_pass(plan.kind):
+    with run.added_pass(plan.kind), run.probe.tensors_paused(names):
         # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
         while light.count - 1 < plan.steps and not run.over_budget:
             run.measure(light, min(CREEP_WINDOW, plan.steps - light.count + 1), only=names,

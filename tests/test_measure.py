@@ -377,3 +377,25 @@ def test_every_resource_owns_its_facts():
     assert resources.OPEN_FDS.capacity("cpu") > 0 and resources.THREADS.capacity("cpu") > 0
     assert growth.kinds({"threads", "open_fds", "cpu_tensors", "children"}) == {"threads", "descriptors", "objects"}
     assert resources.WORKER_MEMORY.holder == "workers" and resources.HOST_HEAP.holder is None
+
+
+def test_the_tensor_counter_is_off_only_while_no_series_it_feeds_is_read():
+    """A long pass that reads python_objects alone runs without the dispatch mode (it slowed the
+    steps of a small model several times); one that reads cpu_tensors keeps it; what was counted
+    before stays counted, and counting resumes after."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    with Probe("cpu", resolve("cpu", ())) as probe:
+        kept = torch.ones(1024)
+        counted = probe.tensors.live_bytes()
+        with probe.tensors_paused(["python_objects"]):
+            assert _get_current_dispatch_mode() is None
+            unseen = torch.ones(2048)
+        assert probe.tensors.live_bytes() == counted
+        with probe.tensors_paused(["python_objects", "cpu_tensors"]):
+            assert _get_current_dispatch_mode() is probe.tensors
+            seen = torch.ones(4096)
+        assert probe.tensors.live_bytes() == counted + seen.nbytes
+        again = torch.ones(512)
+        assert probe.tensors.live_bytes() == counted + seen.nbytes + again.nbytes
+    del kept, unseen

@@ -305,3 +305,24 @@ def test_no_forecast_from_a_couple_of_steps():
     report = run_factory(_jumps({1, 2}), "cpu", options)
     assert report.stopped_by_budget == "cpu_tensors" and len(report.samples) <= 3, report.summary()
     assert report.resources["cpu_tensors"].steps_to_exhaust is None and "runs out" not in report.summary()
+
+
+def test_the_long_pass_over_python_objects_alone_runs_without_the_tensor_counter():
+    """A Python-object leak goes through the long pass (:attr:`Resource.long_growth`); its steps run
+    without the CPU tensor counter's dispatch mode, which only the decided series needed."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    modes: list[bool] = []
+    kept: list[object] = []
+
+    def factory(device):
+        def step():
+            modes.append(_get_current_dispatch_mode() is not None)
+            torch.ones(8).sum()
+            kept.append(object())
+        return step
+
+    report = run_factory(factory, "cpu", RunOptions(resources=("cpu_tensors", "python_objects")))
+    assert report.long_pass_steps and report.verdict == GROWS, report.summary()
+    before = len(modes) - report.long_pass_steps
+    assert all(modes[:before]) and not any(modes[before:]), (before, modes.count(True))
