@@ -658,20 +658,20 @@ class Probe:
         return readings
 
     @contextlib.contextmanager
-    def tensors_paused(self, only: Sequence[str]) -> Iterator[None]:
+    def tensors_paused(self, only: Sequence[str]) -> Iterator[bool]:
         """The CPU tensor counter off while only ``only`` are read, where none of them is a tensor
         counter: its dispatch mode sees every operator (a step of small operators runs several times
         slower under it), and a long pass reads one or two series for up to hundreds of steps. What
         it counted stays counted; storages made while it is off are not (none of the series read
-        then counts them, and the series that did were decided before)."""
+        then counts them, and the series that did were decided before). Yields whether it is off."""
         counted = {r.name for r in self.watched if r.tensor_counter}
         if self.tensors is None or counted & set(only):
-            yield
+            yield False
             return
         self.prune()
         self.tensors.__exit__(None, None, None)
         try:
-            yield
+            yield True
         finally:
             self.tensors.__enter__()
 

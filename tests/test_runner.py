@@ -324,5 +324,5 @@ def test_the_long_pass_over_python_objects_alone_runs_without_the_tensor_counter
 
     report = run_factory(factory, "cpu", RunOptions(resources=("cpu_tensors", "python_objects")))
     assert report.long_pass_steps and report.verdict == GROWS, report.summary()
-    before = len(modes) - report.long_pass_steps
+    before = report.warmup + report.steps + report.confirmed_steps  # the steps before the long pass
     assert all(modes[:before]) and not any(modes[before:]), (before, modes.count(True))
