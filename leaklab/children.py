@@ -1,12 +1,47 @@
-"""The child processes a step started: stopped when it is done with them."""
+"""The child processes a step started: stopped when it is done with them. Those its factory
+started and that outlive the step are the process's (a runtime's daemon: OpenMPI's ``orted``, which
+``MPI_Init`` starts for a process that was not launched by ``mpirun``, and whose death ends that
+process later with exit 195): they are named, and stopped when the interpreter exits."""
 
 from __future__ import annotations
 
+import atexit
 import time
 
 import psutil
 
 from leaklab.measure import live_children
+
+_AT_EXIT: list[psutil.Process] = []
+
+
+def _stop_at_exit() -> None:
+    """Registered when leaklab is imported, before the libraries a factory imports: handlers run in
+    the reverse order, so theirs (``MPI_Finalize``, which ends ``orted`` itself) run first."""
+    alive = [child for child in _AT_EXIT if child.is_running()]
+    for child in alive:
+        try:
+            child.terminate()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=2.0)
+
+
+atexit.register(_stop_at_exit)
+
+
+def leave_to_process(pids: set[int]) -> list[str]:
+    """Children the factory started that still run after the step was released: left running until
+    the interpreter exits, then stopped. Returns one line for each."""
+    described = []
+    for child in live_children():
+        if child.pid in pids:
+            try:
+                described.append(f"pid {child.pid}: {' '.join(child.cmdline())[:80] or child.name()}")
+            except psutil.Error:
+                continue
+            _AT_EXIT.append(child)
+    return described
 
 
 def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0, quiet: float = 2.0) -> list[str]:

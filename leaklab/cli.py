@@ -3,7 +3,8 @@
 
 Exit codes of ``leaklab check``:
   0  bounded: no watched resource grows, nothing was left behind
-  1  a leak: a resource grows, or the step left child processes running (they are stopped)
+  1  a leak: a resource grows, or the steps left child processes running (they are stopped; those
+     the factory started and that outlive the step, such as MPI's daemon, are named and stopped at exit)
   2  bad input: usage, a missing or broken file, a factory that fails; nothing was measured
   3  no verdict: the step itself failed (it raised, called sys.exit, was interrupted or timed out),
      or a resource passed its budget without rising step after step (stopped)

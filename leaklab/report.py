@@ -114,6 +114,7 @@ class Report:
     leftover: dict[str, int] = field(default_factory=dict)   # per resource, after release
     children: list[str] = field(default_factory=list)        # child processes the run had to stop
     children_left: int = 0
+    kept_children: list[str] = field(default_factory=list)   # the factory's, still running: left to the process
     restarts: list[str] = field(default_factory=list)        # why the baseline was taken again
     confirmed_steps: int = 0           # steps of the confirmation pass (0: none was needed)
     uncertain: list[str] = field(default_factory=list)       # resources whose verdict the confirmation changed
@@ -193,7 +194,7 @@ class Report:
     @property
     def released(self) -> bool:
         """Memory went back to where it was before the step was built, and no child is left."""
-        return not self.leftover and self.children_left == 0
+        return not self.leftover and self.children_left == 0 and not self.kept_children
 
     @property
     def seconds_to_verdict(self) -> float | None:
@@ -303,6 +304,9 @@ class Report:
             line += f"; held by {held.short()}" if held.found else f"; {held.short()}"
         if self.children_left:
             line += f"; left {self.children_left} child process(es) running, now stopped ({'; '.join(self.children[:2])})"
+        if self.kept_children:
+            line += (f"; {len(self.kept_children)} child process(es) the factory started still run "
+                     f"({'; '.join(self.kept_children[:2])}): the process's, stopped when it exits")
         if self.resembles:
             first = self.resembles[0]
             why = f"; {first['why']}" if first.get("why") else ""
@@ -388,6 +392,7 @@ class Report:
             "leftover": self.leftover,
             "children_left": self.children_left,
             "children": self.children,
+            **({"kept_children": self.kept_children} if self.kept_children else {}),
             "restarts": self.restarts,
             "confirmed_steps": self.confirmed_steps,
             "uncertain": self.uncertain,
@@ -461,7 +466,7 @@ def device_name(device: str) -> str:
 _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "samples", "released",
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
-           "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "restarts", "confirmed_steps",
+           "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "kept_children", "restarts", "confirmed_steps",
            "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "pass_stopped", "garbage", "counters", "history",
            "growth", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}

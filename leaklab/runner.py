@@ -39,7 +39,7 @@ import torch
 
 from leaklab import attribution, growth, holders, signature
 from leaklab import resources as known
-from leaklab.children import stop_children
+from leaklab.children import leave_to_process, stop_children
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
 from leaklab.release import stuck_workers_stopped
 from leaklab.report import Report, ResourceResult, median_seconds
@@ -195,12 +195,15 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
     options = options or RunOptions()
     device = options.validate(device)
     children_before = {p.pid for p in live_children()}
+    built: set[int] = set()  # children the factory started (filled once it returned)
     try:
-        run = _run(factory, device, options)
+        run = _run(factory, device, options, built)
     finally:
-        # Whatever happened (a failure, Ctrl-C), nothing the step started is left running.
-        children = stop_children(children_before, options.child_wait)
-    return resemble(run.report(children))
+        # Whatever happened (a failure, Ctrl-C), nothing the steps started is left running; what the
+        # factory started and outlives the step is the process's (leaklab.children), stopped at its exit.
+        children = stop_children(children_before | built, options.child_wait)
+        kept = leave_to_process(built - children_before)
+    return resemble(run.report(children, kept))
 
 
 def resemble(report: Report) -> Report:
@@ -362,7 +365,7 @@ class _Run:
             self.done = self.failed_step or 0
             self.failed_step = None
 
-    def report(self, children: list[str]) -> Report:
+    def report(self, children: list[str], kept: list[str]) -> Report:
         """The report of this run, built once, at its end."""
         verdicts, series, options = self.verdicts, self.series, self.options
         per_step: dict[str, Any] = series.per_step() if verdicts else {}
@@ -371,7 +374,7 @@ class _Run:
         return Report(
             device=self.probe.device, steps=options.steps, warmup=options.warmup, name=options.name,
             resources=resources, **per_step, **self.found, failed_step=self.failed_step, stage=self.stage,
-            stopped_by_budget=self.over_budget, stopped_in_warmup=self.stopped_in_warmup, children=children,
+            stopped_by_budget=self.over_budget, stopped_in_warmup=self.stopped_in_warmup, children=children, kept_children=kept,
             budget_moved=list(self.budget_moved.values()),
             children_left=len(children), restarts=self.restarts, pass_stopped=self.pass_stopped,
             confirmed_steps=verdicts.confirmed_steps if verdicts else 0,
@@ -390,7 +393,7 @@ def _records_json(found: Records) -> dict[str, Any]:
             "after_horizon": found.after_horizon, "resources": list(found.resources)}
 
 
-def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
+def _run(factory: Factory, device: str, options: RunOptions, built: set[int]) -> _Run:
     """The run, in the order of the module's docstring: build, the passes (warm-up, measured, and
     those the policy adds), attribution, naming what grows, the release."""
     probe = Probe(device, known.resolve(device, tuple(options.resources)), track_tensors=options.attribute)
@@ -402,6 +405,7 @@ def _run(factory: Factory, device: str, options: RunOptions) -> _Run:
         probe.settle(clear_workspaces=True)
         run.before = probe.sample()
         run.step = _build(factory, device)
+        built.update(p.pid for p in live_children())
         run.built = run.budget_from = probe.sample()
         watcher = censuses = None
         try:

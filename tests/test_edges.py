@@ -161,6 +161,18 @@ def test_children_are_reported_stopped_and_fail_the_check():
     assert not sleepers, f"children left running: {sleepers}"
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
+def test_a_daemon_the_factory_started_is_named_and_stopped_when_the_check_exits():
+    done = subprocess.run([sys.executable, "-m", "leaklab", "check", f"{EDGES}:factory_starts_a_daemon", "--quiet",
+                           "--steps", "4", "--warmup", "1"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the factory started still run (pid " in done.stdout and "sleep 602" in done.stdout
+    time.sleep(0.2)
+    sleepers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "602"]]
+    assert not sleepers, f"left running after the check exited: {sleepers}"
+
+
 def _descendant_cmdlines(pid: int) -> list[list[str]]:
     """Command lines of ``pid``'s descendants. One that exits while we look is passed over: it is
     a zombie until reaped, and psutil raises for its command line (seen once in the loaded gate)."""

@@ -326,3 +326,32 @@ def test_the_long_pass_over_python_objects_alone_runs_without_the_tensor_counter
     assert report.long_pass_steps and report.verdict == GROWS, report.summary()
     before = report.warmup + report.steps + report.confirmed_steps  # the steps before the long pass
     assert all(modes[:before]) and not any(modes[before:]), (before, modes.count(True))
+
+
+def test_a_child_the_factory_started_is_left_to_the_process_and_named():
+    """OpenMPI's daemon (``orted``), which ``MPI_Init`` starts while Lightning Fabric is built, lives as
+    long as the process: stopping it after the check ended the H200's pytest process with exit 195.
+    A child the factory started is not a step's leak: it is named, the exit code is not a leak's, and
+    it is left running until the interpreter exits; one a step starts is still stopped."""
+    from leaklab.children import _AT_EXIT
+
+    daemons: list[subprocess.Popen] = []
+
+    def factory(device):
+        daemons.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+
+        def step():
+            torch.ones(8).sum()
+        return step
+
+    try:
+        report = run_factory(factory, "cpu", RunOptions(steps=3, warmup=0, resources=("host_heap",), child_wait=1.0))
+        assert daemons[0].poll() is None, "the factory's child was stopped"
+        assert any(child.pid == daemons[0].pid for child in _AT_EXIT)
+    finally:
+        for child in daemons:
+            child.kill()
+            child.wait(timeout=30)
+    assert report.children_left == 0 and report.exit_code == 0, report.summary()
+    assert report.kept_children and f"pid {daemons[0].pid}" in report.kept_children[0]
+    assert "the factory started still run" in report.summary() and not report.released

@@ -240,6 +240,12 @@ def starts_children(device):
     return lambda: kept.append(subprocess.Popen(["sleep", "600"]))
 
 
+def factory_starts_a_daemon(device):
+    """A runtime's daemon started while building (as MPI_Init starts orted), living with the process."""
+    kept.append(subprocess.Popen(["sleep", "602"]))
+    return lambda: None
+
+
 def hangs(device):
     return lambda: time.sleep(3600)
 
