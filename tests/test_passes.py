@@ -23,6 +23,7 @@ from leaklab.verdict import (
     growing_alone,
     judge,
     lazy_jumps,
+    near_floor,
     needs_confirmation,
     next_pass,
 )
@@ -181,3 +182,33 @@ def test_growth_held_in_a_bounded_container_is_watched_until_it_is_full_and_deci
     for filling in (None, Filling("recent (deque, maxlen=100000, 35 held)", FILL_STEPS_MAX + 1)):
         done = [*confirmed[:2], Done(CONFIRMATION, confirmed[2].readings, filling=filling)]
         assert next_pass(done, WATCHED, PLAN).trends["cpu_tensors"].verdict == GROWS
+
+
+# The heap of a Fabric step that keeps each step's logits (CPU, torch 2.14.1, issue 28's corpus): it
+# rose at every step, by 1005 B/step against a 1 KiB floor; bounded in this run, grows in 3 of 5.
+FABRIC_HEAP_STEPS = [3136, 336, 896, 560, 784, 480, 1008, 672, 480, 1648, 784, 1728, 560, 560, 784, 448, 704, 1008,
+                     2880, 672, 3136, 448, 1504, 896, 672, 784, 448, 672, 816, 784]
+
+
+def test_the_heap_near_its_floor_beside_growth_is_decided_after_a_long_pass_as_a_creep():
+    heap = [80_000_000]
+    for move in FABRIC_HEAP_STEPS[:20]:
+        heap.append(heap[-1] + move)
+    tensors = [1000 + 320 * i for i in range(21)]  # the kept logits: the run's answer is grows either way
+    trends = judge(series(cpu_tensors=tensors, host_heap=heap), WATCHED)
+    assert near_floor(trends, WATCHED) == ["host_heap"]
+    assert near_floor(judge(series(host_heap=heap), WATCHED), WATCHED) == []  # alone: the creep's and growing_alone's rules
+    history = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=tensors, host_heap=heap))]
+    assert next_pass(history, WATCHED, PLAN).kind == CONFIRMATION
+    rest = [heap[-1]]
+    for move in FABRIC_HEAP_STEPS[20:]:
+        rest.append(rest[-1] + move)
+    history.append(Done(CONFIRMATION, {"cpu_tensors": [tensors[-1] + 320 * i for i in range(1, 11)], "host_heap": rest[1:]}))
+    decision = next_pass(history, WATCHED, PLAN)
+    assert decision.kind == LONG_PASS and decision.resources == ("host_heap",)
+    # Decided without the floor, held to its rate: every step rising by ~800 B grows; one that stalls does not.
+    rising = [rest[-1] + 800 * i for i in range(1, 201)]
+    verdict = next_pass(history + [Done(LONG_PASS, {"host_heap": rising})], WATCHED, PLAN)
+    assert verdict.trends["host_heap"].verdict == GROWS and verdict.trends["cpu_tensors"].verdict == GROWS
+    flat = next_pass(history + [Done(LONG_PASS, {"host_heap": [rest[-1]] * 200})], WATCHED, PLAN)
+    assert flat.trends["host_heap"].verdict != GROWS and flat.trends["cpu_tensors"].verdict == GROWS
