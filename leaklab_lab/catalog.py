@@ -399,7 +399,7 @@ def _suite_logs(root: Path) -> list[str]:
     lines = []
     for path in sorted((root / "results").glob("*-suite-*.log")):
         text = path.read_text(errors="replace")
-        outcome = re.findall(r"^=*\s*(\d+ passed.*? in [\d.]+s)", text, re.M)
+        outcome = re.findall(r"^=*\s*((?:\d+ failed, )?\d+ passed.*? in [\d.]+s)", text, re.M)
         wall = re.findall(r"^cuda suite wall time: (\d+)s \(workers: (\S+)\)(?: with: (.*))?$", text, re.M)
         if outcome and wall:
             seconds, workers, extra = wall[-1]
