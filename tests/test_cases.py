@@ -43,3 +43,20 @@ def test_case(case, device, role, script, lab, benchmark):
         assert mismatches(leak_report, case.expected(device, "fix")), (
             f"{case.slug}: the fix's expectations also hold for the leak"
         )
+
+
+def test_a_catalogued_raise_counts_where_a_pass_the_check_added_ended_on_it():
+    """gradscaler_new_optimizer's leak raises once CPython reuses a freed optimizer's address: in
+    one H200 run that came at step 35, in the long pass, which ended there (``pass_stopped``); the
+    step raised what its entry says, and a run in which it never raised still fails."""
+    from leaklab.report import Report
+
+    expected = {"raises": "RuntimeError: step() has already been called since the last update()."}
+    late = Report(device="cuda", steps=20, warmup=5, pass_stopped="the long pass stopped at step 35: "
+                  "RuntimeError: step() has already been called since the last update().")
+    assert mismatches(late, expected) == []
+    ran = Report(device="cuda", steps=20, warmup=5)
+    assert mismatches(ran, expected)
+    other = Report(device="cuda", steps=20, warmup=5, pass_stopped="the long pass stopped at step 35: StopIteration")
+    assert mismatches(other, expected) == ["expected 'RuntimeError: step() has already been called since the last "
+                                           "update().', got StopIteration"]
