@@ -251,3 +251,20 @@ def test_a_saw_tooth_over_growth_beside_a_leak_keeps_its_verdict_through_the_lon
         settling.append(settling[-1] + (1600 if step < 50 else 400 if step < 100 else 50))
     settled = next_pass(history + [Done(LONG_PASS, {"host_heap": settling[1:]})], WATCHED, PLAN)
     assert settled.trends["host_heap"].verdict != GROWS and settled.trends["cpu_tensors"].verdict == GROWS
+
+
+def test_a_lazy_jump_beside_a_budget_stop_is_bounded_not_a_plateau():
+    # The H200 corpus (segmentation, a mistake whose device memory passed its budget after two
+    # measured steps): mapped_file_bytes jumped by 9.2 MiB at the first step (a library mapping its
+    # kernels) and was called plateau from three readings in 1 run of 5, bounded in the others.
+    mapped = resources.BY_NAME["mapped_file_bytes"]
+    watched = (TENSORS, mapped)
+    readings = {"cpu_tensors": [0, 1 << 30, 2 << 30], "mapped_file_bytes": [0, 9_674_752, 9_674_752]}
+    assert judge(readings, watched)["mapped_file_bytes"].verdict == PLATEAU
+    history = [Done(WARMUP, {"cpu_tensors": [0, 0, 0], "mapped_file_bytes": [0, 0, 0]}),
+               Done(MEASURED, readings, over_budget="cpu_tensors")]
+    verdicts = next_pass(history, watched, PLAN)
+    assert verdicts.trends["mapped_file_bytes"].verdict == "bounded"
+    assert verdicts.trends["cpu_tensors"].verdict == GROWS
+    # Not stopped by the budget, the same jump is measured again, as before.
+    assert next_pass(history[:1] + [Done(MEASURED, readings)], watched, PLAN).kind == REMEASURED
