@@ -30,6 +30,11 @@ def _stop_at_exit() -> None:
 atexit.register(_stop_at_exit)
 
 
+def describe(child: psutil.Process) -> str:
+    """One child in a line: its pid and command (raises psutil.Error for one that is gone)."""
+    return f"pid {child.pid}: {' '.join(child.cmdline())[:80] or child.name()}"
+
+
 def leave_to_process(pids: set[int]) -> list[str]:
     """Children the factory started that still run after the step was released: left running until
     the interpreter exits, then stopped. Returns one line for each."""
@@ -37,7 +42,7 @@ def leave_to_process(pids: set[int]) -> list[str]:
     for child in live_children():
         if child.pid in pids:
             try:
-                described.append(f"pid {child.pid}: {' '.join(child.cmdline())[:80] or child.name()}")
+                described.append(describe(child))
             except psutil.Error:
                 continue
             _AT_EXIT.append(child)
@@ -64,7 +69,7 @@ def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0, qu
     described = []
     for child in left:
         try:
-            described.append(f"pid {child.pid}: {' '.join(child.cmdline())[:80] or child.name()}")
+            described.append(describe(child))
             child.terminate()
         except psutil.Error:
             continue

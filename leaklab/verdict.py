@@ -668,12 +668,12 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
     last = history[-1]
     if last.kind == WARMUP:
         if last.over_budget:
-            return _final(_stopped(_measured_stage(history, watched), watched, last.over_budget))
+            return _final(_beside_a_budget_stop(_measured_stage(history, watched), watched, last.over_budget))
         return Pass(MEASURED, plan.steps)
     if last.kind in (MEASURED, REMEASURED):
         stage = _measured_stage(history, watched)
         if last.over_budget or last.stopped:
-            return _final(_stopped(stage, watched, last.over_budget))
+            return _final(_beside_a_budget_stop(stage, watched, last.over_budget))
         restarts = sum(done.kind == REMEASURED for done in history)
         jumps = lazy_jumps(last.readings, watched) if restarts < RESTARTS else []
         if jumps:
@@ -711,7 +711,7 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
     raise ValueError(f"no pass of kind {last.kind!r}")
 
 
-def _stopped(stage: _Stage, watched: Sequence[Resource], over_budget: str | None) -> _Stage:
+def _beside_a_budget_stop(stage: _Stage, watched: Sequence[Resource], over_budget: str | None) -> _Stage:
     """The stage of a run the budget stopped, which is not measured again: a series other than the
     one that passed its budget, that made one jump and stayed flat, is a lazy initialisation, not a
     plateau read from three readings (a library mapping its kernels at the first measured step put

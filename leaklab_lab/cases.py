@@ -319,8 +319,9 @@ def catalogued(case: Case, device: str, leak: Report, fixes: list[Report], probl
         return f"yes, but the fix also grows in {', '.join(unasserted)} (not asserted by its entry)"
     if grown:
         return "yes (expected, see entry)"
-    if raised(leak) is not None and case.expected(device, "leak").get("raises"):
-        return f"raises {raised(leak).split(':')[0]}, as catalogued"
+    error = raised(leak)
+    if error is not None and case.expected(device, "leak").get("raises"):
+        return f"raises {error.split(':')[0]}, as catalogued"
     return "yes"
 
 
