@@ -62,10 +62,13 @@ def quiet_flight_recorder() -> None:
     (``TORCH_FR_BUFFER_SIZE``, 2,000 entries by default) keeps about a KiB of host heap for every
     collective until it is full, which the check would read as growth (a no-op step read 0.8 KiB
     a step from leaklab's own agreement alone). Read when the first process group is made: this
-    comes before the script is imported. Older torch reads the NCCL-only name
-    (``TORCH_NCCL_TRACE_BUFFER_SIZE``): both are set, where the user set neither."""
+    comes before the script is imported. Torch before 2.7 reads only the NCCL-only name
+    (``TORCH_NCCL_TRACE_BUFFER_SIZE``), which later torch warns of as deprecated on every rank's
+    stderr: each torch gets its own name, where the user set neither."""
     if "TORCH_NCCL_TRACE_BUFFER_SIZE" not in os.environ and "TORCH_FR_BUFFER_SIZE" not in os.environ:
-        os.environ["TORCH_FR_BUFFER_SIZE"] = os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "0"
+        os.environ["TORCH_FR_BUFFER_SIZE"] = "0"
+        if tuple(int(part) for part in torch.__version__.split(".")[:2]) < (2, 7):
+            os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "0"
 
 
 def rank_device(device: str) -> str:

@@ -82,7 +82,7 @@ def parse(name: str) -> tuple[str, int | None]:
 def rank_resources(watched: Sequence[Sequence[str]]) -> tuple[Resource, ...]:
     """Every rank's watched resources, each a copy of its resource named for its rank; ``watched``:
     each rank's names, in rank order."""
-    return tuple(dataclasses.replace(known.get(name), name=rank_name(name, rank))
+    return tuple(dataclasses.replace(known.get(name), name=rank_name(name, rank), process=f"rank{rank}")
                  for rank, names in enumerate(watched) for name in names)
 
 

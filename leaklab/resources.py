@@ -82,6 +82,8 @@ class Resource:
     capacity: Callable[[str], float | None] | None = None  # how much there is to run out of, on a device
     tensor_counter: bool = False      # read from the CPU tensor counter (leaklab.measure.LiveTensorBytes)
     unavailable: Callable[[], str | None] | None = None    # why this torch or machine cannot read it, if so
+    process: str = ""                 # the process whose memory it reads, where several are judged together
+                                      # (a rank under torchrun): growth is "beside" it only in that process
 
     def format(self, value: float) -> str:
         """A figure in this resource's unit, as a person writes it, the same in every output: bytes

@@ -509,9 +509,19 @@ def near_floor(trends: Mapping[str, Trend], watched: Sequence[Resource]) -> list
     such a series is called growing in one run and bounded in the next (the tensors a Fabric step
     kept raised its heap by 0.9-1.3 KiB at every step against a 1 KiB floor: grows in 3 of 5 runs);
     it goes through the long pass and is decided there as a creep is (:func:`confirm_creep`)."""
-    near = [r.name for r in watched if r.judged and r.long_pass and r.name in trends
+    near = [r for r in watched if r.judged and r.long_pass and r.name in trends
             and trends[r.name].margin > CONFIRM_BAR and 0 < trends[r.name].per_step_bytes < NEAR_FLOOR * r.floor]
-    return near if any(name not in near for name in growing(trends, watched)) else []
+    names = {r.name for r in near}
+    return [r.name for r in near if _grows_beside(r, trends, watched, names)]
+
+
+def _grows_beside(resource: Resource, trends: Mapping[str, Trend], watched: Sequence[Resource],
+                  apart: set[str]) -> bool:
+    """Whether something other than ``apart`` grows in the process ``resource`` reads: under
+    torchrun a leak on rank 1 is not beside rank 0's heap (which a long pass then called growing
+    at 223 B a step on a rank that keeps nothing)."""
+    same = [r for r in watched if r.process == resource.process]
+    return any(name not in apart for name in growing(trends, same))
 
 
 @dataclass(frozen=True)
@@ -635,11 +645,11 @@ def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], st
     the floor for a creep, and for a series near its floor beside growth elsewhere) and held to its
     rate through the pass (:func:`confirm_creep`)."""
     trends, series = dict(stage.trends), dict(stage.series)
-    beside = any(name not in long_pass.readings for name in growing(stage.trends, watched))
     for name, values in long_pass.readings.items():
         series[name] = stage.series[name] + list(values)
         if not long_pass.stopped:
             resource = next(r for r in watched if r.name == name)
+            beside = _grows_beside(resource, stage.trends, watched, set(long_pass.readings))
             extended = decide(series[name], resource, floor=0 if name in stage.crept or beside else None)
             trends[name] = confirm_creep(stage.first[name], extended, series[name][start:],
                                          beside=beside and name not in stage.crept)

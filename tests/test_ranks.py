@@ -22,6 +22,7 @@ from leaklab.verdict import (
     Verdicts,
     decide,
     format_bytes,
+    near_floor,
     next_pass,
 )
 
@@ -73,7 +74,8 @@ def test_every_ranks_resources_are_watched_under_their_own_names():
     watched = ranks.rank_resources([NAMES, NAMES])
     assert [r.name for r in watched] == ["cpu_tensors@rank0", "python_objects@rank0", "cpu_tensors@rank1",
                                          "python_objects@rank1"]
-    assert dataclasses.replace(watched[2], name="cpu_tensors") == known.get("cpu_tensors")  # the same rule applies
+    assert watched[2].process == "rank1"  # growth on rank 0 is not beside it
+    assert dataclasses.replace(watched[2], name="cpu_tensors", process="") == known.get("cpu_tensors")  # the same rule applies
 
 
 def test_a_leak_on_one_rank_is_confirmed_there_and_every_rank_runs_the_same_passes():
@@ -209,3 +211,24 @@ def test_the_launcher_takes_the_code_the_ranks_answered_and_names_a_rank_killed_
     assert ranks.launcher_code({1: 1, 0: -15}, 2) == (EXIT_LEAK, None)  # rank 0 stopped after answering
     code, line = ranks.launcher_code({1: -9}, 2)
     assert code == EXIT_STEP_FAILED and line.startswith("rank 1 of 2 was ended by signal 9")
+
+
+def test_a_heap_near_its_floor_on_one_rank_is_not_beside_a_leak_on_another():
+    """``near_floor`` sends a noisy heap through the long pass, decided there without its floor,
+    only beside growth in the same process: rank 1's kept tensors are not beside rank 0's heap (a
+    2-rank gloo check read rank 0's heap growing at 223 B a step that way, with rank 0 keeping
+    nothing). In one process the same series are beside each other."""
+    from tests.test_passes import FABRIC_HEAP_STEPS
+
+    heap = [80_000_000]
+    for move in FABRIC_HEAP_STEPS[:20]:
+        heap.append(heap[-1] + move)
+    tensors = [1000 + LEAK * i for i in range(21)]
+    watched = ranks.rank_resources([("cpu_tensors", "host_heap")] * 2)
+    trends = {f"host_heap{ranks.SEPARATOR}0": decide(heap, known.get("host_heap")),
+              f"cpu_tensors{ranks.SEPARATOR}0": decide([1000] * 21, known.get("cpu_tensors")),
+              f"host_heap{ranks.SEPARATOR}1": decide([heap[0]] * 21, known.get("host_heap")),
+              f"cpu_tensors{ranks.SEPARATOR}1": decide(tensors, known.get("cpu_tensors"))}
+    assert near_floor(trends, watched) == []
+    same_rank = {**trends, f"cpu_tensors{ranks.SEPARATOR}0": trends[f"cpu_tensors{ranks.SEPARATOR}1"]}
+    assert near_floor(same_rank, watched) == [f"host_heap{ranks.SEPARATOR}0"]
