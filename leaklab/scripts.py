@@ -79,12 +79,15 @@ def run_script(path: str | os.PathLike[str], factory_name: str = "make_step", de
 
 
 def run_isolated(path: str | os.PathLike[str], factory_name: str, device: str, options: RunOptions,
-                 env: Mapping[str, str] | None = None, timeout: float = 300.0) -> dict[str, Any]:
+                 env: Mapping[str, str] | None = None, timeout: float = 300.0, nproc: int = 1) -> dict[str, Any]:
     """Run a script's check in a fresh Python process (for settings that must precede torch's
-    import, such as ``PYTORCH_CUDA_ALLOC_CONF``); returns the report as JSON."""
+    import, such as ``PYTORCH_CUDA_ALLOC_CONF``); returns the report as JSON. With ``nproc`` over
+    1, ``nproc`` ranks under torch's elastic launcher (``leaklab check --nproc``): the merged
+    answer, with every rank's report under ``ranks``."""
     command = [
         sys.executable, "-m", "leaklab", "check", f"{path}:{factory_name}", "--device", device,
         "--steps", str(options.steps), "--warmup", str(options.warmup), "--json",
+        *(["--nproc", str(nproc)] if nproc > 1 else []),
     ]
     if options.resources:
         command += ["--resource", ",".join(options.resources)]

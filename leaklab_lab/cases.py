@@ -52,6 +52,7 @@ NOT_CASES = {"seed_claims.toml", FAMILIES_PATH.name}  # the seed documents' clai
 _GENERIC_HOLDER_NAMES = {"cache", "keys", "values", "items", "__traceback__", "self"}
 TORCH_RANGE = "torch"  # expect.<device>.<role>."torch>=2.6,<2.12": expectations for those versions only
 _CHECKS = ("raises", "metrics", "level_over_fix", "released")
+RANK_TABLE = re.compile(r"rank\d+")  # expect.<device>.<role>.rank1: rank 1's own verdicts, in a case of nproc ranks
 _REQUIRED = ("title", "seed", "claim", "claim_status", "resource", "family", "symptoms", "what", "why", "expect")
 
 
@@ -112,6 +113,11 @@ class Case:
     def factory(self) -> str:
         return self.meta.get("factory", "make_step")
 
+    @property
+    def nproc(self) -> int:
+        """Ranks the case runs as (``leaklab check --nproc``, gloo on the CPU); 1: one process."""
+        return int(self.meta.get("nproc", 1))
+
     def options(self, device: str, attribute: bool = False) -> RunOptions:
         per_device = self.meta.get("run", {}).get(device, {})
         resources = tuple(per_device.get("resources", self.meta.get("resources", ())))
@@ -147,8 +153,10 @@ class Case:
         if "IPython" in self.meta.get("extra_imports", []):
             names.append("needs_ipython")
         slow = self.meta.get("slow", False)  # true, or the devices on which it is slow
-        if slow is True or (isinstance(slow, list) and device in slow):
-            names.append("slow")
+        if slow is True or (isinstance(slow, list) and device in slow) or self.nproc > 1:
+            names.append("slow")  # ranks are fresh interpreters, each paying torch's import
+        if self.nproc > 1:
+            names.append("distributed")
         return names
 
     def leak_lines(self) -> list[int]:
@@ -216,6 +224,15 @@ def load_case(toml_path: Path) -> Case:
                 if not isinstance(table, dict):
                     raise CaseError(f"{toml_path}: {where} must be a table")
                 for key, value in table.items():
+                    if RANK_TABLE.fullmatch(key):
+                        if int(key[4:]) >= int(meta.get("nproc", 1)) or not isinstance(value, dict):
+                            raise CaseError(f"{toml_path}: {where}.{key} must be a table, for a rank below "
+                                            f"nproc = {meta.get('nproc', 1)}")
+                        for name, verdict in value.items():
+                            if name not in RESOURCES or verdict not in VERDICTS:
+                                raise CaseError(f"{toml_path}: {where}.{key}.{name} = {verdict!r} is not a "
+                                                "resource's verdict")
+                        continue
                     if key in ranges and table is expectation:
                         try:
                             SpecifierSet(key[len(TORCH_RANGE):])
@@ -266,13 +283,33 @@ def run_case(case: Case, role: str, device: str, script: Path | None = None, att
     options = case.options(device, attribute)
     options.name = run_name(case, role, script)
     isolate = case.meta.get("isolate", False)
-    if (isolate is True or script.stem in (isolate or ())) or case.meta.get("env"):
+    if (isolate is True or script.stem in (isolate or ())) or case.meta.get("env") or case.nproc > 1:
         env = {key: str(value) for key, value in case.meta.get("env", {}).items()}
-        data = run_isolated(script, case.factory, device, options, env=env)
-        report = report_from_json(data)
+        data = run_isolated(script, case.factory, device, options, env=env, nproc=case.nproc)
+        report = ranks_report(data) if case.nproc > 1 else report_from_json(data)
         report.name = options.name
         return report
     return run_script(script, case.factory, device, options)
+
+
+def ranks_report(merged: dict[str, Any]) -> Report:
+    """A check of several ranks (``leaklab check --nproc``'s JSON) as the lab keeps one run: the
+    report of the rank its answer leads with (the first that grows, else rank 0), labelled with
+    the merged answer and every rank's verdicts (:func:`rank_summary`)."""
+    reports = merged["ranks"]
+    lead = next((data for data in reports if data["verdict"] == "grows"), reports[0])
+    report = report_from_json(lead)
+    report.labels.update(answer=merged["summary"].split(": ", 1)[-1], merged_exit_code=merged["exit_code"],
+                         ranks=[rank_summary(data) for data in reports])
+    return report
+
+
+def rank_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """What the lab keeps of one rank's report: its verdict, and each resource's verdict, rate and
+    level (a figure of the catalog reads them: ``{cpu:leak:rank1.cpu_tensors.per_step}``)."""
+    return {"rank": data["rank"], "verdict": data["verdict"], "released": data["released"],
+            "resources": {name: {"verdict": result["verdict"], "per_step_bytes": result["per_step_bytes"],
+                                 "level_bytes": result["level_bytes"]} for name, result in data["resources"].items()}}
 
 
 # What a case's seed claim (``claim_status``) means, in plain words, for the run's table.
@@ -294,7 +331,8 @@ def case_row(case: Case, leak: Report, fixes: list[Report]) -> dict[str, str]:
         "device": leak.device,
         "leak": leak.verdict,
         "fix": ",".join(fix.verdict for fix in fixes) or "-",
-        "resource": leak.resource if growing else case.meta["resource"],
+        "resource": (leak.resource if growing else case.meta["resource"])
+        + (f" (rank {leak.labels['rank']})" if growing and leak.labels.get("ranks") else ""),
         "per step": leak.resources[leak.resource].kind.format(leak.per_step_bytes) if leak.verdict == "grows" else "-",
         "line": f"{Path(site.filename).name}:{site.lineno}" + (f" ({site.held_by})" if site.held_by else "")
         if site else "-",
@@ -412,14 +450,16 @@ def mismatches(report: Report, expectation: dict[str, Any], fix_report: Report |
         return problems
     if report.error is not None:
         return [f"the step failed {failed_at(report.failed_step, report.stage, report.warmup)}: {report.error}"]
-    for key, verdict in expectation.items():
-        if key not in RESOURCES:
-            continue
-        result = report.resources.get(key)
-        if result is None:
-            problems.append(f"{key} was not measured")
-        elif result.verdict != verdict:
-            problems.append(f"{key}: expected {verdict}, got {result.verdict} ({result.per_step_bytes:,.0f} B/step)")
+    ranks = report.labels.get("ranks")
+    if ranks is None:
+        if any(RANK_TABLE.fullmatch(key) for key in expectation):
+            problems.append("expected a check of several ranks, got one process")
+        problems += _verdict_problems({key: (result.verdict, result.per_step_bytes)
+                                       for key, result in report.resources.items()}, expectation)
+    for rank in ranks or ():
+        own = {**expectation, **expectation.get(f"rank{rank['rank']}", {})}
+        got = {key: (result["verdict"], result["per_step_bytes"]) for key, result in rank["resources"].items()}
+        problems += [f"rank {rank['rank']}: {problem}" for problem in _verdict_problems(got, own)]
     for metric, bounds in expectation.get("metrics", {}).items():
         values = report.metrics.get(metric)
         if not values:
@@ -444,6 +484,22 @@ def mismatches(report: Report, expectation: dict[str, Any], fix_report: Report |
         extra = report.resources[resource].level_bytes - fix_report.resources[resource].level_bytes
         if extra < minimum:
             problems.append(f"{resource}: holds {extra:,.0f} B more than the fix, expected at least {minimum:,} B")
-    if expectation.get("released", True) and not report.released:
+    if expectation.get("released", True) and not report.released and ranks is None:
         problems.append(f"memory not released after the run: leftover {report.leftover}, children {report.children_left}")
+    if expectation.get("released", True) and any(not rank["released"] for rank in ranks or ()):
+        problems.append(f"memory not released after the run on rank(s) "
+                        f"{', '.join(str(rank['rank']) for rank in ranks if not rank['released'])}")
+    return problems
+
+
+def _verdict_problems(got: dict[str, tuple[str, float]], expectation: dict[str, Any]) -> list[str]:
+    """How the resources' verdicts ``got`` (verdict, bytes a step) differ from ``expectation``'s."""
+    problems = []
+    for key, verdict in expectation.items():
+        if key not in RESOURCES:
+            continue
+        if key not in got:
+            problems.append(f"{key} was not measured")
+        elif got[key][0] != verdict:
+            problems.append(f"{key}: expected {verdict}, got {got[key][0]} ({got[key][1]:,.0f} B/step)")
     return problems

@@ -117,6 +117,8 @@ def _diff(case: Case, fix: Path) -> str:
 
 
 def _figure(run: Report) -> str:
+    if run.labels.get("ranks"):
+        return _rank_figures(run.labels["ranks"])
     if run.verdict == RAISES:
         return f"raises: {one_line(run.error)}"
     resource = run.resource
@@ -127,6 +129,16 @@ def _figure(run: Report) -> str:
     if run.verdict == PLATEAU:
         return f"**plateau** in `{resource}` (rose {result.kind.format(result.trend.rise_bytes)}, then flat)"
     return f"bounded (`{resource}` level {result.kind.format(result.level_bytes)})"
+
+
+def _rank_figures(ranks: list[dict[str, Any]]) -> str:
+    """Each rank's verdict in a case of several ranks: what grows there, at what rate."""
+    parts = []
+    for rank in ranks:
+        grown = [f"`{name}` {RESOURCES[name].format(result['per_step_bytes'])}/step"
+                 for name, result in rank["resources"].items() if result["verdict"] == GROWS and name in RESOURCES]
+        parts.append(f"rank {rank['rank']}: " + (f"**grows** in {', '.join(grown)}" if grown else rank["verdict"]))
+    return "; ".join(parts)
 
 
 def _others(run: Report) -> str:
@@ -145,7 +157,8 @@ def _others(run: Report) -> str:
     for metric, values in run.metrics.items():
         if values:
             parts.append(f"{metric}: {values[0]:.4g} → {values[-1]:.4g} (mean {sum(values) / len(values):.3g})")
-    return "; ".join(parts)
+    rank = f"on rank {run.labels['rank']}: " if run.labels.get("ranks") else ""  # the rank the answer leads with
+    return rank + "; ".join(parts)
 
 
 def _measured(case: Case, results: list[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -9,7 +9,9 @@ A case's text fields (``what``, ``why``, ``claim_note``, ``fix_changes_training`
 - QUANTITY: ``RESOURCE.per_step`` (bytes per step), ``RESOURCE.level``, ``RESOURCE.rise``,
   ``RESOURCE.peak`` (bytes), ``RESOURCE.verdict``, ``metric.NAME.first|last|mean|min|max``,
   ``garbage.objects`` / ``garbage.bytes`` (what the collector freed per step, median)
-  (a number the step returns), ``verdict``, ``error`` (its first line) or ``failed_step``.
+  (a number the step returns), ``verdict``, ``error`` (its first line) or ``failed_step``; in a
+  case of several ranks (``nproc``) these read the rank its answer leads with, ``answer`` is the
+  merged one-line answer and ``rankN.RESOURCE.per_step|level|verdict`` one rank's figure.
 
 A placeholder that names no such device, run, resource or quantity, or a metric the case's
 scripts never return, is an error naming the case. A well-formed placeholder whose run (or
@@ -44,6 +46,8 @@ _BYTE_VALUES: dict[str, Callable[[ResourceResult], float]] = {
     "per_step": lambda r: r.per_step_bytes, "level": lambda r: r.level_bytes,
     "rise": lambda r: r.trend.rise_bytes, "peak": lambda r: r.peak_bytes}
 _STATS = ("first", "last", "mean", "min", "max")
+RANK = re.compile(r"rank\d+")  # rank1.cpu_tensors.per_step: one rank's figure, in a case of several ranks
+_RANK_VALUES = {"per_step": "per_step_bytes", "level": "level_bytes", "verdict": "verdict"}
 
 # A figure written by hand: bytes with a unit, or a ratio (`1.8x`, `2×`); `3x32x32` (a shape)
 # is not a ratio. Placeholders are removed before this is applied.
@@ -117,8 +121,17 @@ def _validate(case: Case, device: str, run_name: str, quantity: str, placeholder
     if run_name not in ("leak", "fix", *stems):
         raise fail(f"run must be leak, fix or a fix script's stem ({', '.join(stems)})")
     head, _, rest = quantity.partition(".")
-    if quantity in ("verdict", "error", "failed_step", "garbage.objects", "garbage.bytes"):
+    if quantity in ("verdict", "error", "failed_step", "garbage.objects", "garbage.bytes", "answer"):
+        if quantity == "answer" and case.nproc < 2:
+            raise fail("answer is the merged answer of a case of several ranks (nproc)")
         return
+    if RANK.fullmatch(head):
+        if int(head[4:]) >= case.nproc:
+            raise fail(f"{head}: the case runs {case.nproc} rank(s)")
+        name, _, what = rest.partition(".")
+        if name in RESOURCES and what in _RANK_VALUES:
+            return
+        raise fail(f"a rank's figure is {head}.RESOURCE.{'|'.join(_RANK_VALUES)}")
     if head == "metric":
         name, _, stat = rest.rpartition(".")
         if not name or stat not in _STATS:
@@ -157,6 +170,10 @@ def head_of(quantity: str) -> str:
 def _quantity(run: Report, quantity: str) -> str | None:
     if quantity == "verdict":
         return run.verdict
+    if quantity == "answer":
+        return run.labels.get("answer")
+    if RANK.fullmatch(head_of(quantity)):
+        return _rank_quantity(run, quantity)
     if quantity == "error":
         return one_line(run.error) if run.error else None
     if quantity == "failed_step":
@@ -183,6 +200,17 @@ def _quantity(run: Report, quantity: str) -> str | None:
     if rest == "verdict":
         return result.verdict
     return result.kind.format(_BYTE_VALUES[rest](result))  # bytes as bytes, fds as fds, threads as threads
+
+
+def _rank_quantity(run: Report, quantity: str) -> str | None:
+    """``rank1.cpu_tensors.per_step``: from the rank's verdicts the lab kept (leaklab_lab.cases.rank_summary)."""
+    rank, name, what = quantity.split(".")
+    kept = next((r for r in run.labels.get("ranks", ()) if f"rank{r['rank']}" == rank), None)
+    result = None if kept is None else kept["resources"].get(name)
+    if result is None:
+        return None
+    value = result[_RANK_VALUES[what]]
+    return value if what == "verdict" else RESOURCES[name].format(value)
 
 
 def one_line(text: str, limit: int = 240) -> str:

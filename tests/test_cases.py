@@ -1,6 +1,8 @@
 """Every case pair: the leak shows its measured behaviour, every fix shows its own, and each
 assertion fails on the other twin (a mutation check that needs no extra run)."""
 
+import json
+
 import pytest
 
 from leaklab_lab.cases import discover, mismatches
@@ -60,3 +62,58 @@ def test_a_catalogued_raise_counts_where_a_pass_the_check_added_ended_on_it():
     other = Report(device="cuda", steps=20, warmup=5, pass_stopped="the long pass stopped at step 35: StopIteration")
     assert mismatches(other, expected) == ["expected 'RuntimeError: step() has already been called since the last "
                                            "update().', got StopIteration"]
+
+
+def _merged(leak_on):
+    """What `leaklab check --nproc 2 --json` prints: every rank's report, rank ``leak_on``'s CPU
+    tensors growing by 25 KiB a step, the other's flat."""
+    from leaklab import ranks
+    from tests.test_ranks import FLAT, GROWING, report
+
+    reports = [report(rank, GROWING if rank == leak_on else FLAT) for rank in (0, 1)]
+    return {"name": "cases/x.py:make_step", "world_size": 2, "exit_code": ranks.merged_code(reports),
+            "summary": f"cases/x.py:make_step: {ranks.answer(reports, None)}", "ranks": reports}
+
+
+def test_a_case_of_several_ranks_is_judged_rank_by_rank():
+    """``expect.<device>.<role>`` holds on every rank, a ``rankN`` table on rank N alone: a leak on
+    rank 1 passes where rank 1 is expected to grow and the others bounded, and fails on each
+    rank whose verdict differs, naming it."""
+    from leaklab_lab.cases import ranks_report
+
+    on_rank1 = ranks_report(_merged(leak_on=1))
+    assert on_rank1.labels["rank"] == 1 and on_rank1.verdict == "grows"  # the rank the answer leads with
+    assert on_rank1.labels["answer"].startswith("grows on rank 1 of 2 (rank 0 bounded): cpu_tensors by ")
+    expected = {"cpu_tensors": "bounded", "rank1": {"cpu_tensors": "grows"}}
+    assert mismatches(on_rank1, expected) == []
+    on_rank0 = ranks_report(_merged(leak_on=0))
+    assert mismatches(on_rank0, expected) == [
+        "rank 0: cpu_tensors: expected bounded, got grows (25,600 B/step)",
+        "rank 1: cpu_tensors: expected grows, got bounded (0 B/step)"]
+    assert mismatches(on_rank1, {"cpu_tensors": "bounded"}) == [
+        "rank 1: cpu_tensors: expected bounded, got grows (25,600 B/step)"]
+    from leaklab.report import Report
+
+    assert mismatches(Report(device="cpu", steps=6, warmup=1), expected) == [
+        "expected a check of several ranks, got one process", "cpu_tensors was not measured"]
+
+
+def test_a_case_of_several_ranks_runs_as_slow_and_distributed_and_its_rank_tables_are_checked(tmp_path):
+    from leaklab_lab.cases import CaseError, load_case
+
+    source = CASES[0]
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "fixes").mkdir()
+    for path in (tmp_path / "cases" / "x.py", tmp_path / "fixes" / "x.py"):
+        path.write_text("def make_step(device):\n    return lambda: None\n")
+    head = "\n".join(f"{key} = {json.dumps(value)}" for key, value in source.meta.items()
+                     if key in ("title", "seed", "claim", "claim_status", "resource", "family", "what", "why", "symptoms"))
+    toml = tmp_path / "cases" / "x.toml"
+    toml.write_text(head + '\ndevices = ["cpu"]\nnproc = 2\n[expect.cpu.leak.rank1]\ncpu_tensors = "grows"\n[expect.cpu.fix]\n'
+                    'cpu_tensors = "bounded"\n')
+    case = load_case(toml)
+    assert case.nproc == 2 and {"slow", "distributed"} <= set(case.markers("cpu"))
+    assert case.expected("cpu", "leak") == {"rank1": {"cpu_tensors": "grows"}}
+    toml.write_text(toml.read_text().replace("rank1]", "rank2]"))
+    with pytest.raises(CaseError, match="rank2 must be a table, for a rank below nproc = 2"):
+        load_case(toml)

@@ -21,6 +21,11 @@ def _summed(device):
     return all_reduce
 
 
+def bounded_all_reduce(device):
+    """Every rank's step is an all_reduce and keeps nothing: bounded everywhere (the control)."""
+    return _summed(device)
+
+
 def leak_on_rank1(device):
     """Rank 1 keeps 25 KiB of CPU tensors a step (a debugging list left on one rank)."""
     all_reduce, kept, rank = _summed(device), [], dist.get_rank()
