@@ -50,7 +50,8 @@ if __name__ == "__main__":
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        child = {**os.environ, **env, "LEAKLAB_NCCL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        child = {**os.environ, **env, "LEAKLAB_NCCL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                 "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # this checkout's leaklab
         for key in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
             if key not in env:
                 child.pop(key, None)
