@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leaklab.report import Report, ResourceResult
+from leaklab.resources import BY_NAME
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.verdict import format_bytes
 from leaklab_lab.cases import Case
@@ -210,7 +211,7 @@ def _rank_quantity(run: Report, quantity: str) -> str | None:
     if result is None:
         return None
     value = result[_RANK_VALUES[what]]
-    return value if what == "verdict" else RESOURCES[name].format(value)
+    return value if what == "verdict" else BY_NAME[name].format(value)
 
 
 def one_line(text: str, limit: int = 240) -> str:

@@ -117,3 +117,16 @@ def test_a_case_of_several_ranks_runs_as_slow_and_distributed_and_its_rank_table
     toml.write_text(toml.read_text().replace("rank1]", "rank2]"))
     with pytest.raises(CaseError, match="rank2 must be a table, for a rank below nproc = 2"):
         load_case(toml)
+
+
+def test_a_figure_of_one_rank_and_the_merged_answer_read_the_ranks_the_lab_kept():
+    from leaklab.verdict import format_bytes
+    from leaklab_lab.cases import ranks_report
+    from leaklab_lab.figures import _quantity
+
+    run = ranks_report(_merged(leak_on=1))
+    assert _quantity(run, "rank1.cpu_tensors.per_step") == format_bytes(25 * 1024)
+    assert _quantity(run, "rank0.cpu_tensors.verdict") == "bounded"
+    assert _quantity(run, "rank0.cpu_tensors.per_step") == format_bytes(0)
+    assert _quantity(run, "answer") == run.labels["answer"]
+    assert _quantity(run, "rank1.threads.per_step") is None  # not watched in that run: not measured

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 SETTINGS = {
     "default": {},
@@ -15,7 +16,10 @@ SETTINGS = {
     "nccl_trace_off": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"},
     "both_off": {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"},
     "both_off_sync_wait": {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "WAIT": "1"},
+    # read after a pause past the watchdog's poll (ProcessGroupNCCL frees completed work every 100 ms)
+    "default_pause": {"PAUSE": "0.3"},
 }
+ONLY = os.environ.get("ONLY", "").split(",") if os.environ.get("ONLY") else list(SETTINGS)
 
 
 def rank(count: int) -> None:
@@ -35,6 +39,8 @@ def rank(count: int) -> None:
             work.wait()
         torch.cuda.synchronize()
         if i % 250 == 0:
+            if os.environ.get("PAUSE"):
+                time.sleep(float(os.environ["PAUSE"]))
             readings.append(host_heap_bytes())
     steps = [b - a for a, b in zip(readings, readings[1:], strict=False)]
     print(f"per 250: {[round(s / 250) for s in steps]} B/collective; total {readings[-1] - readings[0]:,} B")
@@ -46,7 +52,7 @@ if __name__ == "__main__":
     if os.environ.get("LEAKLAB_NCCL_RANK"):
         rank(count)
         sys.exit(0)
-    for name, env in SETTINGS.items():
+    for name, env in ((name, SETTINGS[name]) for name in ONLY):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
