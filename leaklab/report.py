@@ -12,7 +12,7 @@ import torch
 from leaklab import resources as known
 from leaklab.attribution import Site
 from leaklab.chain import Chain, chain_from_json
-from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, STOPPED, Trend, format_bytes
+from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, SETTLE_SECONDS, STOPPED, Trend, format_bytes
 
 # The exit codes of `leaklab check` (and the meaning of a report for a CI), in one place.
 EXIT_BOUNDED = 0       # nothing grows, nothing was left behind
@@ -123,6 +123,7 @@ class Report:
     crept: list[str] = field(default_factory=list)           # resources that crept under their floor (long pass)
     long_pass_steps: int = 0           # steps of the long pass (0: none was needed)
     filled: dict[str, Any] | None = None  # growth held in bounded containers, watched until full (verdict.fills)
+    paused: dict[str, list[float]] = field(default_factory=dict)  # per resource read again after a pause: rise, given back
     pass_stopped: str | None = None    # a pass the check added that the step could not run through, and why
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
@@ -287,6 +288,14 @@ class Report:
         if self.filled:
             line += (f"; held in {self.filled['what']}, bounded by construction: watched {self.filled['steps']} more "
                      f"steps, until it was full" + ("" if self.filled["resources"] else ", and it still grows"))
+        for name, (rise, given_back) in self.paused.items():
+            shown = known.BY_NAME[name].format if name in known.BY_NAME else format_bytes
+            if name in self.resources and self.resources[name].verdict != GROWS:
+                line += (f"; {name} gave back {shown(given_back)} of its {shown(rise)} rise in a {SETTLE_SECONDS:g} s pause: "
+                         "held a while by the process's own threads (NCCL's watchdog frees finished collectives "
+                         "every 100 ms), not kept")
+            else:
+                line += f"; {name} kept its rise through a {SETTLE_SECONDS:g} s pause"
         if self.pass_stopped:
             line += f"; {self.pass_stopped} (judged on the steps before it)"
         site = self.leak_site
@@ -402,6 +411,7 @@ class Report:
             **({"crept": self.crept} if self.crept else {}),
             **({"long_pass_steps": self.long_pass_steps} if self.long_pass_steps else {}),
             **({"filled": self.filled} if self.filled else {}),
+            **({"paused": self.paused} if self.paused else {}),
             **({"pass_stopped": self.pass_stopped} if self.pass_stopped else {}),
             "garbage": self.garbage,
             "median_step_seconds": self.median_step_seconds,
@@ -467,7 +477,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "kept_children", "restarts", "confirmed_steps",
-           "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "pass_stopped", "garbage", "counters", "history",
+           "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "paused", "pass_stopped", "garbage", "counters", "history",
            "growth", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 

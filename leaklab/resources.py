@@ -82,6 +82,8 @@ class Resource:
     capacity: Callable[[str], float | None] | None = None  # how much there is to run out of, on a device
     tensor_counter: bool = False      # read from the CPU tensor counter (leaklab.measure.LiveTensorBytes)
     unavailable: Callable[[], str | None] | None = None    # why this torch or machine cannot read it, if so
+    settles: bool = False             # the process's own threads free it after the step returns (NCCL's
+                                      # watchdog): growth is read again after a pause (leaklab.verdict.settled)
     process: str = ""                 # the process whose memory it reads, where several are judged together
                                       # (a rank under torchrun): growth is "beside" it only in that process
 
@@ -328,11 +330,14 @@ PYTHON_OBJECTS = Resource(
 # flat without it). A floor of 1 KiB/step keeps those from reading as leaks within the run's steps.
 # A rise under it that is steady (no noise: a C extension's 256 B kept per step in a no-op step) is
 # watched through a long pass: a DataLoader's heap falls back within it (a saw-tooth), a leak does not.
+# It settles: NCCL's watchdog thread frees each finished collective's record (~1.6 KiB) at its
+# next poll, so a rank's heap read right after its steps rises by that much a step and gives it
+# back after a pause (tools/h200_nccl_heap.py on the H200: 1.66 KiB per collective, 176 B paused).
 HOST_HEAP = Resource(
     "host_heap", "bytes in use in the process's C heap (glibc mallinfo2)",
     "glibc mallinfo2() bytes in use (RSS would hide freed-but-resident pages)", ("cpu", "cuda"), _host_heap,
     exact=False, quantum=16, floor=1 * KiB, plateau_min=1 * MiB, budget=1 * GiB, release_tolerance=None, rank=11,
-    long_pass=True, census="objects", capacity=_host_memory)
+    long_pass=True, census="objects", capacity=_host_memory, settles=True)
 def _peak(name: str, description: str, source: str, device: str, read: Callable[[Reading], int], quantum: int,
           **facts: object) -> Resource:
     """A peak: the most a tensor counter held during each step, reset at every reading; shown,

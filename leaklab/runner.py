@@ -52,6 +52,8 @@ from leaklab.verdict import (
     MEASURED,
     MIN_READINGS,
     REMEASURED,
+    SETTLE,
+    SETTLE_SECONDS,
     STOPPED,
     WARMUP,
     Done,
@@ -385,6 +387,7 @@ class _Run:
             records=_records_json(verdicts.records) if verdicts and verdicts.records else None,
             filled={"what": verdicts.filled.what, "steps": verdicts.fill_steps, "resources": list(verdicts.fill_settled)}
             if verdicts and verdicts.filled else None,
+            paused={name: [rise, given_back] for name, rise, given_back in verdicts.paused} if verdicts else {},
             phase_seconds=self.phase_seconds, before_build=self.before)
 
 
@@ -497,6 +500,8 @@ def _passes(run: _Run) -> _Censuses | None:
             done = Done(decision.kind, _readings(series, start), stopped=run.pass_stopped is not None,
                         over_budget=run.over_budget, plain=plain, filling=filling)
             history.append(done)
+        elif decision.kind == SETTLE:
+            history.append(_settle(run, decision))
         else:
             history.append(_long_pass(run, decision))
     if decision.base in kept:  # a re-measured series too short to judge: the one before it stands
@@ -560,6 +565,16 @@ def _long_pass(run: _Run, plan: Pass) -> Done:
             if plan.may_stop({name: series.series(name) + light.series(name)[1:] for name in names}):
                 break
     return Done(plan.kind, _readings(light, 1), stopped=run.pass_stopped is not None, over_budget=run.over_budget)
+
+
+def _settle(run: _Run, plan: Pass) -> Done:
+    """A settling pause: each series of ``plan.resources`` read now, right after the last step, and
+    again :data:`leaklab.verdict.SETTLE_SECONDS` later, with no step between (every rank pauses)."""
+    names = list(plan.resources)
+    before = run.probe.sample(names) if names else {}
+    time.sleep(SETTLE_SECONDS)
+    after = run.probe.sample(names) if names else {}
+    return Done(plan.kind, {name: [before[name], after[name]] for name in names})
 
 
 def results(verdicts: Verdicts, watched: tuple[known.Resource, ...], before: dict[str, int], device: str,

@@ -61,6 +61,14 @@ and reads, it decides nothing):
    then for the steps asked for; a series flat over those last steps is a ``plateau`` (it rose
    while the container filled, then stopped), one still rising grows.
 
+6. a settling pause, where a series of a resource that the process's own threads free after the
+   step returns (:attr:`Resource.settles`: the heap, where NCCL's watchdog frees each finished
+   collective's record at its next poll, every 100 ms) is called growing: it is read right away
+   and again after :data:`SETTLE_SECONDS` with no step between (:func:`settled`). Where the pause
+   gave back so much that the series kept less than :data:`HELD_FRACTION` of its rise (and not
+   over :data:`FOREIGN_FREE` times it: another thread's memory freed too), nothing was kept: bounded (one NCCL rank's heap, bare all_reduces on the H200: 1.66 KiB per
+   collective read after each, 176 B read after a pause). A leak gives nothing back.
+
 A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
 verdicts are those of the series before it (of a re-measured series that stopped, only the series
 that made the jump are judged on its readings, where it has enough).
@@ -323,6 +331,9 @@ def one_jump(samples: list[float], resource: Resource) -> int | None:
 
 WARMUP, MEASURED, REMEASURED = "warm-up", "measured", "re-measured series"
 CONFIRMATION, LONG_PASS, FILL = "confirmation", "long pass", "fill pass"
+SETTLE = "settling pause"
+SETTLE_SECONDS = 0.3    # a settling pause: three of NCCL's watchdog polls (it frees finished collectives every 100 ms)
+FOREIGN_FREE = 1.5      # ... that gave back more than this many times the series' rise freed something else too
 MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
@@ -443,6 +454,7 @@ class Verdicts:
     filled: Filling | None = None    # growth held in bounded containers, watched until they were full
     fill_steps: int = 0
     fill_settled: tuple[str, ...] = ()  # ... and the resources that were flat once they were
+    paused: tuple[tuple[str, float, float], ...] = ()  # (resource, rise, given back) for each series a settling pause read
 
 
 def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None,
@@ -657,8 +669,37 @@ def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], st
 
 
 def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) -> Pass | Verdicts:
-    """The policy, read top to bottom: after the passes in ``history`` (warm-up first), the next
-    pass to run, or the final verdicts.
+    """The policy: the passes below (:func:`_next_step_pass`), then, where a series of a resource
+    the process frees after the step returns is called growing, a settling pause (6)."""
+    if history[-1].kind == SETTLE:
+        return settled(_next_step_pass(history[:-1], watched, plan), history[-1], watched)
+    decision = _next_step_pass(history, watched, plan)
+    if isinstance(decision, Pass) or any(done.stopped or done.over_budget for done in history):
+        return decision
+    settling = [r.name for r in watched if r.settles and r.name in growing(decision.trends, watched)]
+    return Pass(SETTLE, 0, resources=tuple(settling)) if settling else decision
+
+
+def settled(verdicts: Verdicts, pause: Done, watched: Sequence[Resource]) -> Verdicts:
+    """The verdicts after a settling pause: ``pause`` read each series right after the last step
+    and again :data:`SETTLE_SECONDS` later. A series that gave back so much that it kept less
+    than :data:`HELD_FRACTION` of its rise is bounded: its growth was held for a while by the
+    process's own threads, not kept. A pause that gave back more than :data:`FOREIGN_FREE` times
+    the rise freed something else as well (another thread's memory, freed while the check
+    paused): it says nothing of the series, whose verdict stands."""
+    trends, paused = dict(verdicts.trends), []
+    for name, (before, after) in pause.readings.items():
+        series = verdicts.series[name]
+        rise, given_back = series[-1] - series[0], before - after
+        paused.append((name, rise, given_back))
+        if rise > 0 and rise - given_back < HELD_FRACTION * rise and given_back <= FOREIGN_FREE * rise:
+            trends[name] = _settled(trends[name], (rise - given_back) / max(1, len(series) - 1))
+    return dataclasses.replace(verdicts, trends=trends, paused=tuple(paused))
+
+
+def _next_step_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) -> Pass | Verdicts:
+    """The passes of steps, read top to bottom: after the passes in ``history`` (warm-up first),
+    the next pass to run, or the verdicts.
 
     1. Warm-up stopped by the budget: judged as it is (what passed its budget grows). Otherwise the
        measured series.
@@ -743,7 +784,8 @@ def _final(stage: _Stage) -> Verdicts:
                     stage.uncertain, (), stage.confirmed_steps, records=stage.records, changed=changed)
 
 
-__all__ = ["BOUNDED", "CONFIRMATION", "FILL", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "STOPPED",
+__all__ = ["BOUNDED", "CONFIRMATION", "FILL", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "SETTLE",
+           "SETTLE_SECONDS", "STOPPED", "settled",
            "VERDICTS",
            "FILL_STEPS_MAX", "WARMUP", "Done", "Filling", "Pass", "Plan", "Trend", "Verdicts", "confirm", "confirm_creep", "creeps", "decide",
            "decide_truncated", "fills", "format_bytes", "judge", "near_floor", "next_pass", "one_jump", "scatter", "theil_sen_slope", "thin"]

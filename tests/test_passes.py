@@ -3,6 +3,7 @@ comes next, or the final verdicts. Each test is the series that motivated its ru
 
 from leaklab import resources
 from leaklab.verdict import (
+    BOUNDED,
     CONFIRMATION,
     FILL,
     FILL_STEPS_MAX,
@@ -12,6 +13,7 @@ from leaklab.verdict import (
     PLATEAU,
     REMEASURED,
     RESTARTS,
+    SETTLE,
     STOPPED,
     WARMUP,
     Done,
@@ -39,6 +41,16 @@ CREEP = [10_000 + 512 * i for i in range(21)]  # the heap rising steadily under 
 
 def series(**values):
     return {"cpu_tensors": FLAT, "host_heap": FLAT, **values}
+
+
+def through_a_pause(history, watched, plan):
+    """The verdicts, through a settling pause where the policy asks for one: a heap that keeps
+    what it rose by gives nothing back in it."""
+    decision = next_pass(history, watched, plan)
+    if isinstance(decision, Pass) and decision.kind == SETTLE:
+        decision = next_pass([*history, Done(SETTLE, {name: [10**9, 10**9] for name in decision.resources})],
+                             watched, plan)
+    return decision
 
 
 def test_warm_up_leads_to_the_measured_series_and_a_budget_stop_in_it_is_final():
@@ -117,7 +129,7 @@ def test_a_creep_under_the_floor_is_confirmed_then_watched_through_a_long_pass()
     assert decision == Pass(LONG_PASS, PLAN.creep_steps, resources=("host_heap",), since=20)
     # It keeps its rate through the pass: a leak; it stalls: bounded, and the pass may stop early.
     rising = [CREEP[-1] + 512 * i for i in range(11, 211)]
-    verdict = next_pass(history + [Done(LONG_PASS, {"host_heap": rising})], WATCHED, PLAN)
+    verdict = through_a_pause(history + [Done(LONG_PASS, {"host_heap": rising})], WATCHED, PLAN)
     assert verdict.trends["host_heap"].verdict == GROWS and verdict.long_passed == ("host_heap",)
     stalled = [rising[0]] * 200
     assert next_pass(history + [Done(LONG_PASS, {"host_heap": stalled})], WATCHED, PLAN).trends["host_heap"].verdict != GROWS
@@ -160,7 +172,7 @@ def test_a_creep_that_the_confirmation_turns_into_growth_is_reported_not_as_unce
     history = [Done(WARMUP, series()), Done(MEASURED, series(host_heap=CREEP)),
                Done(CONFIRMATION, {"cpu_tensors": [1000] * 10,
                                    "host_heap": [CREEP[-1] + 400_000 * i for i in range(1, 11)]})]
-    decision = next_pass(history, WATCHED, PLAN)
+    decision = through_a_pause(history, WATCHED, PLAN)
     assert decision.trends["host_heap"].verdict == GROWS and decision.uncertain == ()
 
 
@@ -208,7 +220,7 @@ def test_the_heap_near_its_floor_beside_growth_is_decided_after_a_long_pass_as_a
     assert decision.kind == LONG_PASS and decision.resources == ("host_heap",)
     # Decided without the floor, held to its rate: every step rising by ~800 B grows; one that stalls does not.
     rising = [rest[-1] + 800 * i for i in range(1, 201)]
-    verdict = next_pass(history + [Done(LONG_PASS, {"host_heap": rising})], WATCHED, PLAN)
+    verdict = through_a_pause(history + [Done(LONG_PASS, {"host_heap": rising})], WATCHED, PLAN)
     assert verdict.trends["host_heap"].verdict == GROWS and verdict.trends["cpu_tensors"].verdict == GROWS
     flat = next_pass(history + [Done(LONG_PASS, {"host_heap": [rest[-1]] * 200})], WATCHED, PLAN)
     assert flat.trends["host_heap"].verdict != GROWS and flat.trends["cpu_tensors"].verdict == GROWS
@@ -243,7 +255,7 @@ def test_a_saw_tooth_over_growth_beside_a_leak_keeps_its_verdict_through_the_lon
                                        "host_heap": heap[21:31]}))
     decision = next_pass(history, WATCHED, PLAN)
     assert decision.kind == LONG_PASS and decision.resources == ("host_heap",)
-    verdict = next_pass(history + [Done(LONG_PASS, {"host_heap": heap[31:]})], WATCHED, PLAN)
+    verdict = through_a_pause(history + [Done(LONG_PASS, {"host_heap": heap[31:]})], WATCHED, PLAN)
     assert verdict.trends["host_heap"].verdict == GROWS
     # A heap settling beside the leak (its rate quartered through the pass) does not grow.
     settling = [heap[30]]
@@ -268,3 +280,37 @@ def test_a_lazy_jump_beside_a_budget_stop_is_bounded_not_a_plateau():
     assert verdicts.trends["cpu_tensors"].verdict == GROWS
     # Not stopped by the budget, the same jump is measured again, as before.
     assert next_pass(history[:1] + [Done(MEASURED, readings)], watched, PLAN).kind == REMEASURED
+
+
+def _heap_rising(rate):
+    """The passes a step whose heap rises by ``rate`` a step runs, to the verdicts or the pause."""
+    history, last = [Done(WARMUP, series())], 1000
+    while not isinstance(decision := next_pass(history, WATCHED, PLAN), Verdicts) and decision.kind != SETTLE:
+        count = decision.steps + (1 if decision.kind == MEASURED else 0)
+        start = 1000 if decision.kind == MEASURED else last + rate
+        heap = [start + rate * i for i in range(count)]
+        last = heap[-1]
+        names = decision.resources or ("cpu_tensors", "host_heap")
+        history.append(Done(decision.kind, {name: heap if name == "host_heap" else [1000] * count for name in names}))
+    return history, decision
+
+
+def test_growth_of_the_heap_is_read_again_after_a_pause_and_what_it_gives_back_was_not_kept():
+    """One NCCL rank's heap, bare all_reduces on the H200 (tools/h200_nccl_heap.py): 1.66 KiB per
+    collective read right after each, 176 B read after a pause (the watchdog frees finished
+    collectives every 100 ms). Given back in a pause, the rise was not kept; kept, it grows."""
+    history, decision = _heap_rising(1700)
+    assert decision == Pass(SETTLE, 0, resources=("host_heap",))
+    rise = history[-1].readings["host_heap"][-1] - 1000
+    freed = next_pass([*history, Done(SETTLE, {"host_heap": [5_000_000, 5_000_000 - 0.9 * rise]})], WATCHED, PLAN)
+    assert freed.trends["host_heap"].verdict == BOUNDED
+    assert freed.paused == (("host_heap", rise, 0.9 * rise),)
+    kept = next_pass([*history, Done(SETTLE, {"host_heap": [5_000_000, 5_000_000 - 0.1 * rise]})], WATCHED, PLAN)
+    assert kept.trends["host_heap"].verdict == GROWS and kept.paused == (("host_heap", rise, 0.1 * rise),)
+
+
+def test_no_pause_where_nothing_that_settles_grows_or_a_pass_was_stopped():
+    history, decision = _heap_rising(0)
+    assert isinstance(decision, Verdicts) and decision.paused == ()
+    stopped = [Done(WARMUP, series()), Done(MEASURED, series(host_heap=[1000 + 4096 * i for i in range(21)]), stopped=True)]
+    assert isinstance(next_pass(stopped, WATCHED, PLAN), Verdicts)

@@ -355,3 +355,58 @@ def test_a_child_the_factory_started_is_left_to_the_process_and_named():
     assert report.children_left == 0 and report.exit_code == 0, report.summary()
     assert report.kept_children and f"pid {daemons[0].pid}" in report.kept_children[0]
     assert "the factory started still run" in report.summary() and not report.released
+
+
+def _freed_when_idle(size: int, idle: float = 0.2):
+    """A step that keeps ``size`` bytes of C heap a call, which a thread of the process frees once
+    the steps have paused for ``idle`` seconds: as NCCL's watchdog frees each finished collective's
+    record (~1.6 KiB) at its next poll, every 100 ms, which a check whose steps take 0.1 ms reads as
+    growth. The thread ends with the step."""
+    import threading
+    import time
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    held = (ctypes.c_void_p * 100_000)()
+    count, last, lock = ctypes.c_int(0), ctypes.c_double(time.perf_counter()), threading.Lock()
+    done = threading.Event()
+
+    def free_all():
+        with lock:
+            for i in range(count.value):
+                libc.free(held[i])
+            count.value = 0
+
+    def watchdog():
+        while not done.wait(0.02):
+            if time.perf_counter() - last.value > idle:
+                free_all()
+        free_all()
+
+    def factory(device):
+        threading.Thread(target=watchdog, daemon=True).start()
+
+        def step():
+            with lock:
+                held[count.value] = libc.malloc(size)
+                count.value += 1
+                last.value = time.perf_counter()
+
+        return step
+
+    return factory, done
+
+
+def test_heap_a_thread_frees_once_the_steps_pause_is_given_back_in_the_pause_and_bounded():
+    factory, done = _freed_when_idle(1600)
+    try:
+        report = run_factory(factory, "cpu", RunOptions(resources=("host_heap",)))
+    finally:
+        done.set()
+    rise, given_back = report.paused["host_heap"]
+    assert report.verdict == BOUNDED and given_back >= 0.6 * rise > 0, report.summary()
+    assert "host_heap gave back" in report.summary() and "not kept" in report.summary()
+    leak = _heap_run(1600)  # the same bytes, kept: nothing comes back in the pause
+    assert leak.verdict == GROWS and leak.paused["host_heap"][1] < 0.1 * leak.paused["host_heap"][0], leak.summary()
+    assert "host_heap kept its rise through a 0.3 s pause" in leak.summary()
