@@ -123,7 +123,7 @@ class Report:
     crept: list[str] = field(default_factory=list)           # resources that crept under their floor (long pass)
     long_pass_steps: int = 0           # steps of the long pass (0: none was needed)
     filled: dict[str, Any] | None = None  # growth held in bounded containers, watched until full (verdict.fills)
-    paused: dict[str, list[float]] = field(default_factory=dict)  # per resource read again after a pause: rise, given back
+    paused: dict[str, list[float]] = field(default_factory=dict)  # per resource read across pauses: its rate, what steps kept
     pass_stopped: str | None = None    # a pass the check added that the step could not run through, and why
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
     sites: list[Site] = field(default_factory=list)
@@ -288,14 +288,14 @@ class Report:
         if self.filled:
             line += (f"; held in {self.filled['what']}, bounded by construction: watched {self.filled['steps']} more "
                      f"steps, until it was full" + ("" if self.filled["resources"] else ", and it still grows"))
-        for name, (rise, given_back) in self.paused.items():
+        for name, (rate, kept) in self.paused.items():
             shown = known.BY_NAME[name].format if name in known.BY_NAME else format_bytes
             if name in self.resources and self.resources[name].verdict != GROWS:
-                line += (f"; {name} gave back {shown(given_back)} of its {shown(rise)} rise in a {SETTLE_SECONDS:g} s pause: "
-                         "held a while by the process's own threads (NCCL's watchdog frees finished collectives "
-                         "every 100 ms), not kept")
+                line += (f"; {name} rose {shown(rate)}/step, but steps between two {SETTLE_SECONDS:g} s pauses kept "
+                         f"{shown(kept)}/step: held a while by the process's own threads (NCCL's watchdog frees "
+                         "finished collectives every 100 ms), not kept")
             else:
-                line += f"; {name} kept its rise through a {SETTLE_SECONDS:g} s pause"
+                line += f"; {name} kept {shown(kept)}/step between two {SETTLE_SECONDS:g} s pauses"
         if self.pass_stopped:
             line += f"; {self.pass_stopped} (judged on the steps before it)"
         site = self.leak_site

@@ -387,7 +387,7 @@ class _Run:
             records=_records_json(verdicts.records) if verdicts and verdicts.records else None,
             filled={"what": verdicts.filled.what, "steps": verdicts.fill_steps, "resources": list(verdicts.fill_settled)}
             if verdicts and verdicts.filled else None,
-            paused={name: [rise, given_back] for name, rise, given_back in verdicts.paused} if verdicts else {},
+            paused={name: [rate, kept] for name, rate, kept in verdicts.paused} if verdicts else {},
             phase_seconds=self.phase_seconds, before_build=self.before)
 
 
@@ -568,13 +568,21 @@ def _long_pass(run: _Run, plan: Pass) -> Done:
 
 
 def _settle(run: _Run, plan: Pass) -> Done:
-    """A settling pause: each series of ``plan.resources`` read now, right after the last step, and
-    again :data:`leaklab.verdict.SETTLE_SECONDS` later, with no step between (every rank pauses)."""
+    """A settling pass: after a pause of :data:`leaklab.verdict.SETTLE_SECONDS` with no step, each
+    series of ``plan.resources`` is read, ``plan.steps`` steps are run (read as a long pass reads),
+    and after another pause it is read again (every rank pauses and runs them)."""
     names = list(plan.resources)
-    before = run.probe.sample(names) if names else {}
-    time.sleep(SETTLE_SECONDS)
-    after = run.probe.sample(names) if names else {}
-    return Done(plan.kind, {name: [before[name], after[name]] for name in names})
+    light = Series(plan.resources, plan.steps + 2)
+    after: dict[str, int] = {}
+    # The tensor counter stays on (the series' rate was read with it), and so does what it sees.
+    with run.added_pass(plan.kind):
+        time.sleep(SETTLE_SECONDS)
+        run.measure(light, plan.steps, only=names, start=BASELINE)
+        time.sleep(SETTLE_SECONDS)
+        after = run.probe.sample(names) if names else {}
+    stopped = run.pass_stopped is not None
+    return Done(plan.kind, {} if stopped else {name: [light.series(name)[0], after[name]] for name in names},
+                stopped=stopped, over_budget=run.over_budget)
 
 
 def results(verdicts: Verdicts, watched: tuple[known.Resource, ...], before: dict[str, int], device: str,

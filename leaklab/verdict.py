@@ -61,13 +61,14 @@ and reads, it decides nothing):
    then for the steps asked for; a series flat over those last steps is a ``plateau`` (it rose
    while the container filled, then stopped), one still rising grows.
 
-6. a settling pause, where a series of a resource that the process's own threads free after the
+6. a settling pass, where a series of a resource that the process's own threads free after the
    step returns (:attr:`Resource.settles`: the heap, where NCCL's watchdog frees each finished
-   collective's record at its next poll, every 100 ms) is called growing: it is read right away
-   and again after :data:`SETTLE_SECONDS` with no step between (:func:`settled`). Where the pause
-   gave back so much that the series kept less than :data:`HELD_FRACTION` of its rise (and not
-   over :data:`FOREIGN_FREE` times it: another thread's memory freed too), nothing was kept: bounded (one NCCL rank's heap, bare all_reduces on the H200: 1.66 KiB per
-   collective read after each, 176 B read after a pause). A leak gives nothing back.
+   collective's record at its next poll, every 100 ms) is called growing: after a pause of
+   :data:`SETTLE_SECONDS` it is read, the steps asked for are run, and after another pause it is
+   read again (:func:`settled`). What those steps kept across the two pauses is what they keep;
+   where that is under :data:`HELD_FRACTION` of the series' rate, the rest was only held for a
+   while: bounded (one NCCL rank's heap, bare all_reduces on the H200: 1.66 KiB per collective
+   read after each, 176 B read after a pause). A leak keeps its rate.
 
 A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
 verdicts are those of the series before it (of a re-measured series that stopped, only the series
@@ -331,9 +332,8 @@ def one_jump(samples: list[float], resource: Resource) -> int | None:
 
 WARMUP, MEASURED, REMEASURED = "warm-up", "measured", "re-measured series"
 CONFIRMATION, LONG_PASS, FILL = "confirmation", "long pass", "fill pass"
-SETTLE = "settling pause"
-SETTLE_SECONDS = 0.3    # a settling pause: three of NCCL's watchdog polls (it frees finished collectives every 100 ms)
-FOREIGN_FREE = 1.5      # ... that gave back more than this many times the series' rise freed something else too
+SETTLE = "settling pass"
+SETTLE_SECONDS = 0.3    # its pauses: three of NCCL's watchdog polls (it frees finished collectives every 100 ms)
 MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
@@ -454,7 +454,7 @@ class Verdicts:
     filled: Filling | None = None    # growth held in bounded containers, watched until they were full
     fill_steps: int = 0
     fill_settled: tuple[str, ...] = ()  # ... and the resources that were flat once they were
-    paused: tuple[tuple[str, float, float], ...] = ()  # (resource, rise, given back) for each series a settling pause read
+    paused: tuple[tuple[str, float, float], ...] = ()  # (resource, its rate, what steps kept across two pauses, a step)
 
 
 def judge(readings: Readings, watched: Sequence[Resource], over_budget: str | None = None,
@@ -670,30 +670,29 @@ def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], st
 
 def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) -> Pass | Verdicts:
     """The policy: the passes below (:func:`_next_step_pass`), then, where a series of a resource
-    the process frees after the step returns is called growing, a settling pause (6)."""
+    the process frees after the step returns is called growing, a settling pass (6)."""
     if history[-1].kind == SETTLE:
-        return settled(_next_step_pass(history[:-1], watched, plan), history[-1], watched)
+        return settled(_next_step_pass(history[:-1], watched, plan), history[-1], plan.steps)
     decision = _next_step_pass(history, watched, plan)
     if isinstance(decision, Pass) or any(done.stopped or done.over_budget for done in history):
         return decision
     settling = [r.name for r in watched if r.settles and r.name in growing(decision.trends, watched)]
-    return Pass(SETTLE, 0, resources=tuple(settling)) if settling else decision
+    return Pass(SETTLE, plan.steps, resources=tuple(settling)) if settling else decision
 
 
-def settled(verdicts: Verdicts, pause: Done, watched: Sequence[Resource]) -> Verdicts:
-    """The verdicts after a settling pause: ``pause`` read each series right after the last step
-    and again :data:`SETTLE_SECONDS` later. A series that gave back so much that it kept less
-    than :data:`HELD_FRACTION` of its rise is bounded: its growth was held for a while by the
-    process's own threads, not kept. A pause that gave back more than :data:`FOREIGN_FREE` times
-    the rise freed something else as well (another thread's memory, freed while the check
-    paused): it says nothing of the series, whose verdict stands."""
+def settled(verdicts: Verdicts, pause: Done, steps: int) -> Verdicts:
+    """The verdicts after a settling pass: ``pause`` read each series after a pause, then again
+    after ``steps`` steps and another pause. A series whose steps kept, across the pauses, less
+    than :data:`HELD_FRACTION` of its rate is bounded: its growth was held for a while by the
+    process's own threads, not kept. One that fell by more than its steps would have raised it
+    freed something else as well (another thread's memory, in a pause): its verdict stands, as
+    it does where a step failed in the pass."""
     trends, paused = dict(verdicts.trends), []
-    for name, (before, after) in pause.readings.items():
-        series = verdicts.series[name]
-        rise, given_back = series[-1] - series[0], before - after
-        paused.append((name, rise, given_back))
-        if rise > 0 and rise - given_back < HELD_FRACTION * rise and given_back <= FOREIGN_FREE * rise:
-            trends[name] = _settled(trends[name], (rise - given_back) / max(1, len(series) - 1))
+    for name, (first, last) in ({} if pause.stopped else pause.readings).items():
+        rate, kept = trends[name].per_step_bytes, (last - first) / steps
+        paused.append((name, rate, kept))
+        if rate > 0 and -rate <= kept < HELD_FRACTION * rate:
+            trends[name] = _settled(trends[name], max(kept, 0.0))
     return dataclasses.replace(verdicts, trends=trends, paused=tuple(paused))
 
 
@@ -779,9 +778,12 @@ def _beside_a_budget_stop(stage: _Stage, watched: Sequence[Resource], over_budge
 
 
 def _final(stage: _Stage) -> Verdicts:
-    changed = tuple((name, stage.first[name].verdict, stage.trends[name].verdict) for name in stage.uncertain)
+    # Uncertain: a verdict the confirmation changed and that stayed changed (a long pass may bring
+    # it back to the first series' verdict: "changed host_heap from bounded to bounded" said nothing).
+    uncertain = tuple(name for name in stage.uncertain if stage.first[name].verdict != stage.trends[name].verdict)
+    changed = tuple((name, stage.first[name].verdict, stage.trends[name].verdict) for name in uncertain)
     return Verdicts(stage.trends, stage.series, stage.base, len(next(iter(stage.series.values()), ())),
-                    stage.uncertain, (), stage.confirmed_steps, records=stage.records, changed=changed)
+                    uncertain, (), stage.confirmed_steps, records=stage.records, changed=changed)
 
 
 __all__ = ["BOUNDED", "CONFIRMATION", "FILL", "GROWS", "LONG_PASS", "MEASURED", "PLATEAU", "RAISES", "REMEASURED", "SETTLE",

@@ -44,12 +44,12 @@ def series(**values):
 
 
 def through_a_pause(history, watched, plan):
-    """The verdicts, through a settling pause where the policy asks for one: a heap that keeps
-    what it rose by gives nothing back in it."""
+    """The verdicts, through a settling pass where the policy asks for one: a heap that keeps
+    what it rose by keeps its rate between the pauses."""
     decision = next_pass(history, watched, plan)
     if isinstance(decision, Pass) and decision.kind == SETTLE:
-        decision = next_pass([*history, Done(SETTLE, {name: [10**9, 10**9] for name in decision.resources})],
-                             watched, plan)
+        kept = {name: [0, 10**9] for name in decision.resources}  # a leak keeps its rate between the pauses
+        decision = next_pass([*history, Done(SETTLE, kept)], watched, plan)
     return decision
 
 
@@ -295,18 +295,27 @@ def _heap_rising(rate):
     return history, decision
 
 
-def test_growth_of_the_heap_is_read_again_after_a_pause_and_what_it_gives_back_was_not_kept():
+def test_growth_of_the_heap_is_read_again_across_two_pauses_and_what_steps_do_not_keep_there_is_bounded():
     """One NCCL rank's heap, bare all_reduces on the H200 (tools/h200_nccl_heap.py): 1.66 KiB per
     collective read right after each, 176 B read after a pause (the watchdog frees finished
-    collectives every 100 ms). Given back in a pause, the rise was not kept; kept, it grows."""
+    collectives every 100 ms). Steps between two pauses that keep under 40 % of the rate held it
+    only for a while: bounded; kept, it grows; fallen by more than the steps would raise it,
+    something else was freed: the verdict stands."""
     history, decision = _heap_rising(1700)
-    assert decision == Pass(SETTLE, 0, resources=("host_heap",))
-    rise = history[-1].readings["host_heap"][-1] - 1000
-    freed = next_pass([*history, Done(SETTLE, {"host_heap": [5_000_000, 5_000_000 - 0.9 * rise]})], WATCHED, PLAN)
-    assert freed.trends["host_heap"].verdict == BOUNDED
-    assert freed.paused == (("host_heap", rise, 0.9 * rise),)
-    kept = next_pass([*history, Done(SETTLE, {"host_heap": [5_000_000, 5_000_000 - 0.1 * rise]})], WATCHED, PLAN)
-    assert kept.trends["host_heap"].verdict == GROWS and kept.paused == (("host_heap", rise, 0.1 * rise),)
+    assert decision == Pass(SETTLE, PLAN.steps, resources=("host_heap",))
+
+    def after(kept_per_step):
+        return next_pass([*history, Done(SETTLE, {"host_heap": [5_000_000, 5_000_000 + kept_per_step * PLAN.steps]})],
+                         WATCHED, PLAN)
+
+    rate = after(176).paused[0][1]
+    assert 1600 < rate < 1800 and after(176).paused == (("host_heap", rate, 176),)
+    assert after(176).trends["host_heap"].verdict == BOUNDED
+    assert after(0.4 * rate + 1).trends["host_heap"].verdict == GROWS
+    assert after(rate).trends["host_heap"].verdict == GROWS
+    assert after(-2 * rate).trends["host_heap"].verdict == GROWS  # another thread's memory freed in a pause
+    stopped = next_pass([*history, Done(SETTLE, {}, stopped=True)], WATCHED, PLAN)
+    assert stopped.trends["host_heap"].verdict == GROWS and stopped.paused == ()
 
 
 def test_no_pause_where_nothing_that_settles_grows_or_a_pass_was_stopped():
@@ -314,3 +323,52 @@ def test_no_pause_where_nothing_that_settles_grows_or_a_pass_was_stopped():
     assert isinstance(decision, Verdicts) and decision.paused == ()
     stopped = [Done(WARMUP, series()), Done(MEASURED, series(host_heap=[1000 + 4096 * i for i in range(21)]), stopped=True)]
     assert isinstance(next_pass(stopped, WATCHED, PLAN), Verdicts)
+
+
+# Rank 1 of fixes/debug_list_on_one_rank.py under `leaklab check --nproc 2` (CPU, torch 2.14.1), one
+# float a step kept as a record: its heap and Python objects, step by step through the measured
+# series, the confirmation and the long pass (heap from 165,318,752 B, objects from 1,167,632 blocks).
+RECORD_HEAP_STEPS = [7696, 3616, 2208, 1008, 336, -48, 336, 0, 1856, 1168, -368, 1840, 3024, 336, 608, -1008, -48,
+    2912, 1664, 1040, 2992, 1504, 1120, 1840, 720, 784, 704, -352, -176, 1456, 3968, 400, 496, 464, 688, 1072, 544,
+    2144, 0, -816, 1904, -368, 1808, 2464, -1280, -48, -1104, -160, 96, 1264, -272, -208, 576, 448, 704, -736, 1680,
+    1664, -1408, -240, -480, 208, 176, 2032, -880, 304, 736, -640, -496, 1840, 208, 80, 480, -320, 768, 1760, 496,
+    -208, -576, -32, -320, -448, 1536, 464, 112, 224, 560, 224, 16, -144, 976, 1664, 1600, 32, -624, -240, 304, -208,
+    -672, 352, 1744, -400, 896, 1152, -352, -1328, 1136, -304, -752, 1072, 784, -912, 368, 864, 576, -256, 928, -480,
+    -624, 944, 976, 912, 16, -480, 16, 1152, -912, 128, 176, 848, 1808, -64, -992, -16, 32, -336, 416, 256, 1008,
+    -128, 2144, -816, 528, 592, -720, 768, -272, 848, -160, 1120, -1184, 176, 112, 80, -320, -16, -384, 304, 256,
+    528, -928, 400, -80, 48, 240, -80, 80, 224, 288, 32, -608, -48, 32, 0, -96, 176, 48, -272, 272, 112, -160, -64,
+    -208, 400, 416, 304, 64, -48, 240, 368, -384, 608, -1280, 624, 80, -400, 32, 592, -944, 1776, -1104, 880, -704,
+    1104, -1136, 1312, -1392, 1296, -1456, 944, -1008, 1328, -640, 1360, -736, 320, -16, 352, -768, 1008, -944, -272,
+    1936, -1280, 1120, -1280, 64, 992, -1248, -176]
+RECORD_OBJECT_STEPS = [2, 0, 3, 0, 1, 1, 1, 1, 2, 0, 1, 1, 0, 1, 2, 0, 1, 2, 1, 0, 4, 1, 2, 0, 2, 0, 1, 1, 1, 2, 7,
+    1, 1, 1, 1, 2, 0, 1, 1, 1, -1, 3, 1, 2, 0, 1, 1, 1, 1, 1, -2, 4, 1, 1, 1, 1, 1, 2, 0, 2, -3, 4, 1, 1, 1, 1, 2, 0,
+    1, 1, -2, 4, 1, 1, 1, 1, 1, 1, 1, 1, -2, 4, 1, 1, 0, 1, 1, 1, 1, 1, -2, 4, 1, 1, 1, 1, 1, 1, 1, 1, -2, 4, 1, 1,
+    1, 2, 1, 1, 1, 1, -2, 4, 1, 1, 1, 1, 1, 1, 1, 2, -3, 4, 0, 1, 1, 2, 0, 1, 1, 1, -2, 4, 2, 1, 1, 1, 1, 1, 1, 1,
+    -2, 4, 1, 1, 1, 1, 1, 1, 1, 1, -3, 4, 1, 1, 1, 1, 1, 1, 2, 1, -2, 4, 1, 1, 1, 1, 1, 1, 1, 1, -2, 4, 1, 1, 1, 1,
+    1, 1, 1, 1, -2, 4, 1, 1, 1, 1, 1, 1, 1, 1, -2, 4, 1, 1, 1, 1, 1, 1, 1, 1, -2, 4, 1, 1, 1, 1, 1, 0, 1, 1, -2, 4,
+    1, 1, 1, 1, 2, 2, 0, 2, -3, 4, 2, 0, 2, 0, 1, 2, 0, 1]
+
+
+def test_a_verdict_the_long_pass_brings_back_to_the_first_series_is_not_uncertain():
+    """Its heap was bounded on the measured series, changed by the confirmation and brought back by
+    the long pass: the report said "uncertain: the confirmation pass changed host_heap from bounded
+    to bounded". Uncertain is a verdict the confirmation changed and that stayed changed."""
+    watched = (TENSORS, OBJECTS, HEAP)
+
+    def cumulative(start, steps):
+        values = [start]
+        for step in steps:
+            values.append(values[-1] + step)
+        return values
+
+    heap, objects = cumulative(165318752, RECORD_HEAP_STEPS), cumulative(1167632, RECORD_OBJECT_STEPS)
+    readings = {"cpu_tensors": [0] * 231, "python_objects": objects, "host_heap": heap}
+    history = [Done(WARMUP, {name: values[:3] for name, values in readings.items()}),
+               Done(MEASURED, {name: values[:21] for name, values in readings.items()}),
+               Done(CONFIRMATION, {name: values[21:31] for name, values in readings.items()})]
+    decision = next_pass(history, watched, PLAN)
+    assert decision.kind == LONG_PASS and set(decision.resources) == {"python_objects", "host_heap"}
+    verdict = through_a_pause([*history, Done(LONG_PASS, {name: readings[name][31:] for name in decision.resources})],
+                              watched, PLAN)
+    assert verdict.trends["host_heap"].verdict == BOUNDED
+    assert "host_heap" not in verdict.uncertain and verdict.changed == ()
