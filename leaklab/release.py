@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+from leaklab.timelimit import main_thread_signals
+
 PATIENCE = 0.2   # seconds inside one iterator's shutdown before its workers are stopped (a worker
                  # that receives the stop signal exits in milliseconds)
 POLL = 0.05
@@ -49,6 +51,7 @@ def stuck_workers_stopped() -> Iterator[list[int]]:
 
 
 def _watch(thread: int, done: threading.Event, stopped: list[int]) -> None:
+    main_thread_signals()
     waiting: Any = None
     since = 0.0
     while not done.wait(POLL):

@@ -13,6 +13,15 @@ from leaklab.children import stop_children
 from leaklab.measure import live_children
 
 
+def main_thread_signals() -> None:
+    """Called first in a thread of the check's: Ctrl-C and SIGTERM are never delivered to it, so
+    they reach the main thread, where Python raises them (one taken by another thread leaves the
+    main thread asleep in the step until its sleep ends: a factory sleeping two minutes did not
+    stop at Ctrl-C in a busy test run)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 class StepTimeout(BaseException):
     """Raised inside a step that ran past its time limit (a BaseException, like KeyboardInterrupt,
     so that a step's own ``except Exception`` cannot swallow it)."""
@@ -46,6 +55,7 @@ class TimeLimit:
         raise StepTimeout(f"the step ran past its time limit of {self.seconds:g} s")
 
     def _watch(self) -> None:
+        main_thread_signals()
         while not self._done.wait(0.5):
             deadline = self._deadline
             if deadline is not None and time.monotonic() > deadline:

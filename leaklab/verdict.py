@@ -64,10 +64,10 @@ and reads, it decides nothing):
 6. a settling pass, where a series of a resource that the process's own threads free after the
    step returns (:attr:`Resource.settles`: the heap, where NCCL's watchdog frees each finished
    collective's record at its next poll, every 100 ms) is called growing: after a pause of
-   :data:`SETTLE_SECONDS` it is read, the steps asked for are run, and after another pause it is
-   read again (:func:`settled`). What those steps kept across the two pauses is what they keep;
-   where that is under :data:`HELD_FRACTION` of the series' rate, the rest was only held for a
-   while: bounded (one NCCL rank's heap, bare all_reduces on the H200: 1.66 KiB per collective
+   :data:`SETTLE_SECONDS` it is read, :data:`SETTLE_STEPS` times the steps asked for are run, and
+   after another pause it is read again (:func:`settled`). What those steps kept across the two
+   pauses is what they keep; where that is under :data:`HELD_FRACTION` of the series' rate (or
+   under the floor its rate passed), the rest was only held for a while: bounded (one NCCL rank's heap, bare all_reduces on the H200: 1.66 KiB per collective
    read after each, 176 B read after a pause). A leak keeps its rate.
 
 A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
@@ -334,6 +334,7 @@ WARMUP, MEASURED, REMEASURED = "warm-up", "measured", "re-measured series"
 CONFIRMATION, LONG_PASS, FILL = "confirmation", "long pass", "fill pass"
 SETTLE = "settling pass"
 SETTLE_SECONDS = 0.3    # its pauses: three of NCCL's watchdog polls (it frees finished collectives every 100 ms)
+SETTLE_STEPS = 2        # ... and between them this many times the steps asked for (the heap's lumps average out)
 MIN_READINGS = 3        # a series is judged from this many readings on (the baseline and two steps)
 RESTARTS = 2            # lazy initialisations measured past at most this many times
 CONFIRM_BAR = 0.5       # a bounded series whose predicted rise passed this share of its bar is confirmed too
@@ -672,26 +673,30 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
     """The policy: the passes below (:func:`_next_step_pass`), then, where a series of a resource
     the process frees after the step returns is called growing, a settling pass (6)."""
     if history[-1].kind == SETTLE:
-        return settled(_next_step_pass(history[:-1], watched, plan), history[-1], plan.steps)
+        return settled(_next_step_pass(history[:-1], watched, plan), history[-1], watched, SETTLE_STEPS * plan.steps)
     decision = _next_step_pass(history, watched, plan)
     if isinstance(decision, Pass) or any(done.stopped or done.over_budget for done in history):
         return decision
     settling = [r.name for r in watched if r.settles and r.name in growing(decision.trends, watched)]
-    return Pass(SETTLE, plan.steps, resources=tuple(settling)) if settling else decision
+    return Pass(SETTLE, SETTLE_STEPS * plan.steps, resources=tuple(settling)) if settling else decision
 
 
-def settled(verdicts: Verdicts, pause: Done, steps: int) -> Verdicts:
+def settled(verdicts: Verdicts, pause: Done, watched: Sequence[Resource], steps: int) -> Verdicts:
     """The verdicts after a settling pass: ``pause`` read each series after a pause, then again
     after ``steps`` steps and another pause. A series whose steps kept, across the pauses, less
-    than :data:`HELD_FRACTION` of its rate is bounded: its growth was held for a while by the
-    process's own threads, not kept. One that fell by more than its steps would have raised it
-    freed something else as well (another thread's memory, in a pause): its verdict stands, as
-    it does where a step failed in the pass."""
+    than :data:`HELD_FRACTION` of its rate, or less than its floor where its rate passed the floor
+    (the floor was part of its verdict; a creep under it keeps the first test only), is bounded:
+    its growth was held for a while by the process's own threads, not kept (the check's own steps
+    on an NCCL rank of the H200 kept 0.7-0.8 KiB a step of the 1.6 KiB they rose by). One that
+    fell by more than its steps would have raised it freed something else as well (another
+    thread's memory, in a pause): its verdict stands, as it does where a step failed in the pass."""
     trends, paused = dict(verdicts.trends), []
+    floors = {r.name: r.floor for r in watched}
     for name, (first, last) in ({} if pause.stopped else pause.readings).items():
         rate, kept = trends[name].per_step_bytes, (last - first) / steps
+        floor = floors[name] if rate >= floors[name] else 0.0
         paused.append((name, rate, kept))
-        if rate > 0 and -rate <= kept < HELD_FRACTION * rate:
+        if rate > 0 and -rate <= kept < max(HELD_FRACTION * rate, floor):
             trends[name] = _settled(trends[name], max(kept, 0.0))
     return dataclasses.replace(verdicts, trends=trends, paused=tuple(paused))
 

@@ -14,6 +14,7 @@ from leaklab.verdict import (
     REMEASURED,
     RESTARTS,
     SETTLE,
+    SETTLE_STEPS,
     STOPPED,
     WARMUP,
     Done,
@@ -302,17 +303,25 @@ def test_growth_of_the_heap_is_read_again_across_two_pauses_and_what_steps_do_no
     only for a while: bounded; kept, it grows; fallen by more than the steps would raise it,
     something else was freed: the verdict stands."""
     history, decision = _heap_rising(1700)
-    assert decision == Pass(SETTLE, PLAN.steps, resources=("host_heap",))
+    steps = SETTLE_STEPS * PLAN.steps
+    assert decision == Pass(SETTLE, steps, resources=("host_heap",))
 
-    def after(kept_per_step):
-        return next_pass([*history, Done(SETTLE, {"host_heap": [5_000_000, 5_000_000 + kept_per_step * PLAN.steps]})],
+    def after(kept_per_step, history=history):
+        return next_pass([*history, Done(SETTLE, {"host_heap": [5_000_000, 5_000_000 + kept_per_step * steps]})],
                          WATCHED, PLAN)
 
     rate = after(176).paused[0][1]
     assert 1600 < rate < 1800 and after(176).paused == (("host_heap", rate, 176),)
     assert after(176).trends["host_heap"].verdict == BOUNDED
-    assert after(0.4 * rate + 1).trends["host_heap"].verdict == GROWS
+    # Under its floor (1 KiB), which its rate passed: the check's own steps on an NCCL rank kept 670-768 B.
+    assert after(768).trends["host_heap"].verdict == BOUNDED
+    assert after(HEAP.floor + 1).trends["host_heap"].verdict == GROWS
     assert after(rate).trends["host_heap"].verdict == GROWS
+    # A creep under the floor is held to the first test only: 512 B a step kept of 512 grows.
+    creep, pause = _heap_rising(512)
+    assert pause.kind == SETTLE
+    assert after(512, creep).trends["host_heap"].verdict == GROWS
+    assert after(100, creep).trends["host_heap"].verdict == BOUNDED
     assert after(-2 * rate).trends["host_heap"].verdict == GROWS  # another thread's memory freed in a pause
     stopped = next_pass([*history, Done(SETTLE, {}, stopped=True)], WATCHED, PLAN)
     assert stopped.trends["host_heap"].verdict == GROWS and stopped.paused == ()
