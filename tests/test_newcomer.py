@@ -150,7 +150,13 @@ def test_a_real_ctrl_c_while_the_factory_runs_exits_3(tmp_path):
     while not started.exists() and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    try:
+        _, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # say what it was doing, and leave nothing behind
+        process.kill()
+        out, err = process.communicate()
+        raise AssertionError(f"no exit 60 s after SIGINT; started: {started.exists()}; stdout: {out[-2000:]!r}; "
+                             f"stderr: {err[-3000:]!r}") from None
     assert process.returncode == 3, err
     assert err.strip().splitlines()[-1] == "leaklab: interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) while building the step"
 
