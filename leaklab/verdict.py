@@ -63,7 +63,8 @@ and reads, it decides nothing):
 
 6. a settling pass, where a series of a resource that the process's own threads free after the
    step returns (:attr:`Resource.settles`: the heap, where NCCL's watchdog frees each finished
-   collective's record at its next poll, every 100 ms) is called growing: after a pause of
+   collective's record at its next poll, every 100 ms) is called growing, and nothing else in its
+   process grows (beside a leak elsewhere, the answer is that leak's): after a pause of
    :data:`SETTLE_SECONDS` it is read, :data:`SETTLE_STEPS` times the steps asked for are run, and
    after another pause it is read again (:func:`settled`). What those steps kept across the two
    pauses is what they keep; where that is under :data:`HELD_FRACTION` of the series' rate (or
@@ -677,7 +678,9 @@ def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) 
     decision = _next_step_pass(history, watched, plan)
     if isinstance(decision, Pass) or any(done.stopped or done.over_budget for done in history):
         return decision
-    settling = [r.name for r in watched if r.settles and r.name in growing(decision.trends, watched)]
+    # Only where it grows alone in its process: beside a leak elsewhere the answer is that leak's.
+    settling = [r.name for r in watched if r.settles and r.name in growing(decision.trends, watched)
+                and not _grows_beside(r, decision.trends, watched, {r.name})]
     return Pass(SETTLE, SETTLE_STEPS * plan.steps, resources=tuple(settling)) if settling else decision
 
 

@@ -330,6 +330,12 @@ def test_growth_of_the_heap_is_read_again_across_two_pauses_and_what_steps_do_no
 def test_no_pause_where_nothing_that_settles_grows_or_a_pass_was_stopped():
     history, decision = _heap_rising(0)
     assert isinstance(decision, Verdicts) and decision.paused == ()
+    beside = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK, host_heap=[1000 + 4096 * i for i in range(21)]))]
+    while not isinstance(decision := next_pass(beside, WATCHED, PLAN), Verdicts):  # a leak elsewhere: its answer
+        assert decision.kind != SETTLE
+        beside.append(Done(decision.kind, {name: [10**6 + 4096 * i for i in range(decision.steps)]
+                                           for name in decision.resources or ("cpu_tensors", "host_heap")}))
+    assert decision.trends["host_heap"].verdict == GROWS and decision.paused == ()
     stopped = [Done(WARMUP, series()), Done(MEASURED, series(host_heap=[1000 + 4096 * i for i in range(21)]), stopped=True)]
     assert isinstance(next_pass(stopped, WATCHED, PLAN), Verdicts)
 
