@@ -140,12 +140,21 @@ def test_ctrl_c_while_the_script_is_imported_exits_3_and_says_where(capsys, tmp_
 
 
 @pytest.mark.end_to_end
+def _as_from_a_shell() -> None:
+    """The child starts with SIGINT as a shell's command does: handled by default, not blocked. In
+    full-suite runs (every case, slow and distributed, -n 2) the child ignored SIGINT with no
+    output at all in 4 of 4 runs, never alone, in CI's step or under load: a disposition or mask
+    inherited from the worker, which no leaklab code sets (left to find)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_a_real_ctrl_c_while_the_factory_runs_exits_3(tmp_path):
     script, started = tmp_path / "slow_build.py", tmp_path / "building"
     script.write_text(f"import pathlib, time\n\ndef make_step(device):\n    pathlib.Path({str(started)!r}).touch()\n"
                       "    time.sleep(120)\n    return lambda: None\n")
     process = subprocess.Popen([sys.executable, "-m", "leaklab", "check", str(script), "--quiet"], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_shell)
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
