@@ -162,9 +162,11 @@ def test_a_real_ctrl_c_while_the_factory_runs_exits_3(tmp_path):
     try:
         _, err = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:  # say what it was doing, and leave nothing behind
+        status = Path(f"/proc/{process.pid}/status")
+        signals = [line for line in status.read_text().splitlines() if line.startswith("Sig")] if status.exists() else []
         process.kill()
         out, err = process.communicate()
-        raise AssertionError(f"no exit 60 s after SIGINT; started: {started.exists()}; stdout: {out[-2000:]!r}; "
+        raise AssertionError(f"no exit 60 s after SIGINT; its signals: {signals}; started: {started.exists()}; stdout: {out[-2000:]!r}; "
                              f"stderr: {err[-3000:]!r}") from None
     assert process.returncode == 3, err
     assert err.strip().splitlines()[-1] == "leaklab: interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) while building the step"
