@@ -154,7 +154,7 @@ def split(decision: Pass | Verdicts, rank: int) -> Pass | Verdicts:
         changed=tuple((parse(name)[0], before, after) for name, before, after in decision.changed
                       if parse(name)[1] == rank),
         records=records, fill_settled=_mine(decision.fill_settled, rank),
-        paused=tuple((parse(name)[0], rise, back) for name, rise, back in decision.paused if parse(name)[1] == rank),
+        paused=tuple((parse(name)[0], rate, kept) for name, rate, kept in decision.paused if parse(name)[1] == rank),
         filled=decision.filled if _mine(decision.fill_settled, rank) else None)
 
 

@@ -292,8 +292,8 @@ class Report:
             shown = known.BY_NAME[name].format if name in known.BY_NAME else format_bytes
             if name in self.resources and self.resources[name].verdict != GROWS:
                 line += (f"; {name} rose {shown(rate)}/step, but steps between two {SETTLE_SECONDS:g} s pauses kept "
-                         f"{shown(kept)}/step: held a while by the process's own threads (NCCL's watchdog frees "
-                         "finished collectives every 100 ms), not kept")
+                         f"{shown(kept)}/step: held a while by the process's own threads (as NCCL's watchdog holds "
+                         "finished collectives until its next poll), not kept")
             else:
                 line += f"; {name} kept {shown(kept)}/step between two {SETTLE_SECONDS:g} s pauses"
         if self.pass_stopped:

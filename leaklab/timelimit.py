@@ -15,9 +15,8 @@ from leaklab.measure import live_children
 
 def main_thread_signals() -> None:
     """Called first in a thread of the check's: Ctrl-C and SIGTERM are never delivered to it, so
-    they reach the main thread, where Python raises them (one taken by another thread leaves the
-    main thread asleep in the step until its sleep ends: a factory sleeping two minutes did not
-    stop at Ctrl-C in a busy test run)."""
+    they reach the main thread, where Python raises them (a signal the kernel hands to another
+    thread does not wake the main thread from a sleep in the step)."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 

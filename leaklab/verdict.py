@@ -68,8 +68,9 @@ and reads, it decides nothing):
    :data:`SETTLE_SECONDS` it is read, :data:`SETTLE_STEPS` times the steps asked for are run, and
    after another pause it is read again (:func:`settled`). What those steps kept across the two
    pauses is what they keep; where that is under :data:`HELD_FRACTION` of the series' rate (or
-   under the floor its rate passed), the rest was only held for a while: bounded (one NCCL rank's heap, bare all_reduces on the H200: 1.66 KiB per collective
-   read after each, 176 B read after a pause). A leak keeps its rate.
+   under the floor its rate passed), the rest was only held for a while: bounded (one NCCL rank's
+   heap, bare all_reduces on the H200: 1.66 KiB per collective read after each, 176 B read after
+   a pause). A leak keeps its rate.
 
 A step that fails in a pass the check added (2 after its first series, 3, 4) ends that pass; the
 verdicts are those of the series before it (of a re-measured series that stopped, only the series

@@ -143,8 +143,8 @@ def test_ctrl_c_while_the_script_is_imported_exits_3_and_says_where(capsys, tmp_
 def _as_from_a_shell() -> None:
     """The child starts with SIGINT as a shell's command does: handled by default, not blocked. In
     full-suite runs (every case, slow and distributed, -n 2) the child ignored SIGINT with no
-    output at all in 4 of 4 runs, never alone, in CI's step or under load: a disposition or mask
-    inherited from the worker, which no leaklab code sets (left to find)."""
+    output at all in 4 of 4 runs, never alone, in CI's step or under load; the workers' own SIGINT
+    handler and signal mask never changed in such a run (logged after every test). Left to find."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 

@@ -8,7 +8,7 @@ import sys
 import torch
 
 from leaklab.runner import RunOptions, run_factory
-from leaklab.verdict import BOUNDED, GROWS, STOPPED, MiB
+from leaklab.verdict import BOUNDED, GROWS, STOPPED, MiB, format_bytes
 
 kept_forever = []
 
@@ -410,4 +410,4 @@ def test_heap_a_thread_frees_once_the_steps_pause_is_not_kept_across_two_pauses_
     leak = _heap_run(1600)  # the same bytes, kept: they stay across the pauses
     rate, kept = leak.paused["host_heap"]
     assert leak.verdict == GROWS and kept > 0.8 * rate, leak.summary()
-    assert "host_heap kept 1.6 KiB/step between two 0.3 s pauses" in leak.summary()
+    assert f"host_heap kept {format_bytes(kept)}/step between two 0.3 s pauses" in leak.summary()
