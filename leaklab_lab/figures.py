@@ -30,7 +30,7 @@ from leaklab.report import Report, ResourceResult
 from leaklab.resources import BY_NAME
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.verdict import format_bytes
-from leaklab_lab.cases import Case
+from leaklab_lab.cases import RANK_TABLE, Case
 from leaklab_lab.results import case_runs, role_of
 
 # The results file each DEVICE of a placeholder reads (under results/). Change these when the
@@ -47,7 +47,6 @@ _BYTE_VALUES: dict[str, Callable[[ResourceResult], float]] = {
     "per_step": lambda r: r.per_step_bytes, "level": lambda r: r.level_bytes,
     "rise": lambda r: r.trend.rise_bytes, "peak": lambda r: r.peak_bytes}
 _STATS = ("first", "last", "mean", "min", "max")
-RANK = re.compile(r"rank\d+")  # rank1.cpu_tensors.per_step: one rank's figure, in a case of several ranks
 _RANK_VALUES = {"per_step": "per_step_bytes", "level": "level_bytes", "verdict": "verdict"}
 
 # A figure written by hand: bytes with a unit, or a ratio (`1.8x`, `2×`); `3x32x32` (a shape)
@@ -126,7 +125,7 @@ def _validate(case: Case, device: str, run_name: str, quantity: str, placeholder
         if quantity == "answer" and case.nproc < 2:
             raise fail("answer is the merged answer of a case of several ranks (nproc)")
         return
-    if RANK.fullmatch(head):
+    if RANK_TABLE.fullmatch(head):  # rank1.cpu_tensors.per_step: one rank's figure
         if int(head[4:]) >= case.nproc:
             raise fail(f"{head}: the case runs {case.nproc} rank(s)")
         name, _, what = rest.partition(".")
@@ -173,7 +172,7 @@ def _quantity(run: Report, quantity: str) -> str | None:
         return run.verdict
     if quantity == "answer":
         return run.labels.get("answer")
-    if RANK.fullmatch(head_of(quantity)):
+    if RANK_TABLE.fullmatch(head_of(quantity)):
         return _rank_quantity(run, quantity)
     if quantity == "error":
         return one_line(run.error) if run.error else None
