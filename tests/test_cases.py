@@ -119,6 +119,30 @@ def test_a_case_of_several_ranks_runs_as_slow_and_distributed_and_its_rank_table
         load_case(toml)
 
 
+def test_an_expectation_may_name_the_verdicts_a_noisy_counter_allows_and_no_other(tmp_path):
+    """``shared_memory = ["bounded", "plateau"]``: either passes, growth fails naming both; a list
+    holding anything but verdicts is refused when the case loads."""
+    from leaklab_lab.cases import CaseError, load_case, ranks_report
+
+    run = ranks_report(_merged(leak_on=1))
+    assert mismatches(run, {"rank0": {"cpu_tensors": ["bounded", "plateau"]}, "rank1": {"cpu_tensors": ["plateau", "grows"]}}) == []
+    assert mismatches(run, {"cpu_tensors": ["bounded", "plateau"]}) == [
+        "rank 1: cpu_tensors: expected bounded or plateau, got grows (25,600 B/step)"]
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "fixes").mkdir()
+    for path in (tmp_path / "cases" / "x.py", tmp_path / "fixes" / "x.py"):
+        path.write_text("def make_step(device):\n    return lambda: None\n")
+    head = "\n".join(f"{key} = {json.dumps(value)}" for key, value in CASES[0].meta.items()
+                     if key in ("title", "seed", "claim", "claim_status", "resource", "family", "what", "why", "symptoms"))
+    toml = tmp_path / "cases" / "x.toml"
+    toml.write_text(head + '\ndevices = ["cpu"]\n[expect.cpu.leak]\ncpu_tensors = ["grows", "plateau"]\n')
+    assert load_case(toml).expected("cpu", "leak") == {"cpu_tensors": ["grows", "plateau"]}
+    for wrong in ('["grows", "leaks"]', "[]", "[1]"):
+        toml.write_text(head + f'\ndevices = ["cpu"]\n[expect.cpu.leak]\ncpu_tensors = {wrong}\n')
+        with pytest.raises(CaseError, match="is not a verdict or a list of verdicts"):
+            load_case(toml)
+
+
 def test_a_figure_of_one_rank_and_the_merged_answer_read_the_ranks_the_lab_kept():
     from leaklab.verdict import format_bytes
     from leaklab_lab.cases import ranks_report
