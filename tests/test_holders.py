@@ -29,6 +29,16 @@ def _frozen(build):
         gc.unfreeze()
 
 
+# These tests are about which path the walk takes, not about its time budget (the check's 0.5 s,
+# tested on its own below): each level of a walk up scans every object the collector tracks, and
+# beside two CPU-bound processes a walk of five levels ran out of that budget after 10 objects.
+WALK_SECONDS = 30.0
+
+
+def _chain(grown: list) -> Chain:
+    return holder_chain(grown, seconds=WALK_SECONDS)
+
+
 def _types(chain: Chain) -> list[str]:
     return [link.type.rsplit(".", 1)[-1] for link in chain.links]
 
@@ -36,7 +46,7 @@ def _types(chain: Chain) -> list[str]:
 def test_a_module_global_list():
     def build():
         KEPT.append(Thing())
-        return holder_chain([KEPT[-1]])
+        return _chain([KEPT[-1]])
 
     try:
         chain = _frozen(build)
@@ -59,7 +69,7 @@ def test_a_weak_dictionary_is_passed_over_for_what_really_holds():
         value, key = Thing(), (len(KEPT), "after fork")
         REGISTRY[key] = value
         KEPT.append({"entry": [(key, value)]})  # a longer path than the registry's, which the walk meets first
-        return holder_chain([key])
+        return _chain([key])
 
     try:
         chain = _frozen(build)
@@ -83,7 +93,7 @@ def test_a_closure_list_names_the_factorys_variable():
 
     def build():
         step()
-        return holder_chain([step.__closure__[0].cell_contents[-1]["loss"]])
+        return _chain([step.__closure__[0].cell_contents[-1]["loss"]])
 
     chain = _frozen(build)
     assert chain.found, chain.missing
@@ -105,14 +115,14 @@ def bounded_thing(key):
 
 
 def test_a_dict_inside_an_lru_cache():
-    chain = _frozen(lambda: holder_chain([cached_thing(("shape", 3))]))
+    chain = _frozen(lambda: _chain([cached_thing(("shape", 3))]))
     cached_thing.cache_clear()
     assert chain.found, chain.missing
     assert chain.links[0].what == "lru_cache (maxsize=None)" and chain.links[0].name.endswith("cached_thing")
     assert _types(chain)[0] == "_lru_cache_wrapper (maxsize=None)" and _types(chain)[-1] == "Thing"
     decision = decide(Evidence(chain, "python_objects", frozenset()))
     assert decision.families == ("cache_by_argument",) and decision.bounded is None
-    bounded = _frozen(lambda: holder_chain([bounded_thing(("shape", 4))]))
+    bounded = _frozen(lambda: _chain([bounded_thing(("shape", 4))]))
     bounded_thing.cache_clear()
     assert "maxsize=16" in decide(Evidence(bounded, "python_objects", frozenset())).bounded
 
@@ -126,7 +136,7 @@ def test_a_hook_dict():
 
     def build():
         NET.register_forward_hook(functools.partial(print))
-        return holder_chain([list(NET._forward_hooks.values())[-1]])
+        return _chain([list(NET._forward_hooks.values())[-1]])
 
     try:
         chain = _frozen(build)
@@ -164,7 +174,7 @@ def test_a_huge_graph_stops_in_time_and_says_so():
 
 
 def test_nothing_that_python_can_see():
-    chain = _frozen(lambda: holder_chain([Thing()]))  # held by nothing but the walk's own list
+    chain = _frozen(lambda: _chain([Thing()]))  # held by nothing but the walk's own list
     assert not chain.found and "cannot see" in chain.missing
 
 
