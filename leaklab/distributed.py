@@ -230,6 +230,10 @@ class Coordinator:
         """Every rank is done (rank 0 has answered); the groups we made are destroyed."""
         dist.barrier(group=self.control)
         dist.destroy_process_group(self.control)
+        # Freed now, not at the interpreter's exit: a gloo group keeps its last collective's tensors
+        # until it is freed, and gloo state freed during finalization can abort the process
+        # (pytorch/pytorch#179291; see tests/data/rank_budget_main.py).
+        self.control = None
         if self.made:
             dist.destroy_process_group()
 

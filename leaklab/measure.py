@@ -305,18 +305,23 @@ class LiveTensorBytes(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if _FORKED_CHILD:
             return out
+        # Runs once per operator: a single tensor (most operators) takes the short way.
+        if isinstance(out, torch.Tensor):
+            if out.is_cpu and not out.is_sparse:
+                self._track(out)
+            return out
         for item in _tensors(out):
-            if item.device.type == "cpu" and not item.is_sparse:
+            if item.is_cpu and not item.is_sparse:
                 self._track(item)
         return out
 
     def _track(self, tensor: torch.Tensor) -> None:
         storage = tensor.untyped_storage()
-        ref = StorageRef(storage)
-        known = self._storages.get(ref.cdata)
+        known = self._storages.get(storage._cdata)  # the storage's address, as its weak reference's
         if known is not None and not known.ref.expired():
             known.nbytes = storage.nbytes()  # resize_ and out= ops change a storage's size
             return
+        ref = StorageRef(storage)
         site = user_stack() if self.record_sites else None
         self._storages[ref.cdata] = _Storage(ref, storage.nbytes(), site, self.step)
         if self.track_peak:
