@@ -23,7 +23,8 @@ from leaklab.files import UnwritablePath, check_writable
 from leaklab.plugin import REPORTS, show
 from leaklab.report import Report, report_from_json
 from leaklab_lab import marks
-from leaklab_lab.cases import Case, case_row, format_table, load_case, mismatches, run_case, run_name
+from leaklab_lab.cases import ROOT, Case, case_row, format_table, load_case, mismatches, run_case, run_name
+from leaklab_lab.figures import FIGURE_SOURCES
 from leaklab_lab.results import entry, environment, write_results
 
 _STATE = pytest.StashKey["LabState"]()
@@ -70,6 +71,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     asked = any(str(arg).startswith(("--dist", "-d")) for arg in config.invocation_params.args)
     if getattr(config.option, "dist", "no") == "load" and not asked:
         config.option.dist = "loadgroup"
+        # The groups go out in the order collected, costliest first (see _costliest_first), not
+        # xdist's (the groups with the most tests first).
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -112,12 +116,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The real-model corpus runs only where its marker is asked for by name (``-m models``,
     ``-m "models and cuda"``): ``-m cuda``, the GPU suite, replaces the default ``-m`` and would
     otherwise take in the corpus's realistic CUDA steps (minutes, and library crashes of their own)."""
+    if getattr(config, "workerinput", {}).get("leaklab_loadgroup"):
+        _costliest_first(items)
     if "models" in (config.getoption("markexpr", "") or ""):
         return
     kept = [item for item in items if item.get_closest_marker("models") is None]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("models")])
         items[:] = kept
+
+
+def _costliest_first(items: list[pytest.Item]) -> None:
+    """Under xdist's ``loadgroup``, the cases' groups in the order of what their runs took in the
+    committed results (the longest first), the other tests after them in their own order: the
+    longest group started last on the H200 (cudnn_benchmark_variable_shapes, ~55 s of the ~100 s
+    that ``-m cuda -n 8`` took). Every worker sorts its collection the same way, as xdist requires."""
+    seconds = _measured_seconds()
+
+    def cost(item: pytest.Item) -> float:
+        group = item.get_closest_marker("xdist_group")
+        return seconds.get(group.args[0], 0.0) if group and group.args else 0.0
+
+    order = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (-cost(item), order[id(item)]))
+
+
+def _measured_seconds() -> dict[str, float]:
+    """Seconds each case's runs took on each device (group name ``<slug>-<device>``), from the
+    results files the catalog reads; empty where a file is missing or unreadable."""
+    seconds: dict[str, float] = {}
+    for device, name in FIGURE_SOURCES.items():
+        try:
+            runs = json.loads((ROOT / "results" / name).read_text())["runs"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for key, run in runs.items():
+            slug = key.partition("/")[2].partition(":")[0]
+            took = sum((run.get("phase_seconds") or {}).values()) if isinstance(run, dict) else 0.0
+            seconds[f"{slug}-{device}"] = seconds.get(f"{slug}-{device}", 0.0) + took
+    return seconds
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -177,3 +177,29 @@ def test_a_worker_that_dies_is_named_not_silently_dropped(pytester, tmp_path, mo
                                            "--max-worker-restart", "0", "--dist", "load",
                                            f"--leaklab-results={tmp_path / 'r.json'}")
     result.stdout.fnmatch_lines(["*leaklab: gw* died before handing over its runs; they are not in *r.json"])
+
+
+def test_under_loadgroup_the_costliest_case_groups_are_collected_first(monkeypatch):
+    """The groups whose runs took longest in the committed results go out first, the other tests
+    after them in their own order; every worker sorts the same collection the same way."""
+    from types import SimpleNamespace
+
+    from leaklab_lab import plugin
+
+    monkeypatch.setattr(plugin, "_measured_seconds", lambda: {"slow-cuda": 50.0, "quick-cuda": 2.0})
+
+    def item(name, group=None):
+        mark = SimpleNamespace(args=(group,)) if group else None
+        return SimpleNamespace(name=name, get_closest_marker=lambda marker: mark if marker == "xdist_group" else None)
+
+    items = [item("a"), item("quick leak", "quick-cuda"), item("b"), item("slow leak", "slow-cuda"),
+             item("unmeasured", "new-cuda"), item("slow fix", "slow-cuda"), item("quick fix", "quick-cuda")]
+    plugin._costliest_first(items)
+    assert [i.name for i in items] == ["slow leak", "slow fix", "quick leak", "quick fix", "a", "b", "unmeasured"]
+
+
+def test_the_measured_seconds_of_a_case_group_are_read_from_the_committed_results():
+    from leaklab_lab.plugin import _measured_seconds
+
+    seconds = _measured_seconds()
+    assert seconds["loss_accumulation-cpu"] > 0 and seconds["cudnn_benchmark_variable_shapes-cuda"] > 0
