@@ -21,6 +21,7 @@ the catalog lists every such figure, so a missing measurement is never silent.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from leaklab.report import Report, ResourceResult
 from leaklab.resources import BY_NAME
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.verdict import format_bytes
-from leaklab_lab.cases import RANK_TABLE, Case
+from leaklab_lab.cases import RANK_TABLE, ROOT, Case
 from leaklab_lab.results import case_runs, role_of
 
 # The results file each DEVICE of a placeholder reads (under results/). Change these when the
@@ -66,6 +67,23 @@ class Unmeasured:
     case: str
     placeholder: str
     why: str
+
+
+def case_seconds() -> dict[tuple[str, str], float]:
+    """(device, slug) -> seconds the case's runs took (every phase, leak and fixes) in the results
+    file :data:`FIGURE_SOURCES` names for the device; a missing or unreadable file adds nothing.
+    The lab starts the costliest cases first with these (``leaklab run``, pytest-xdist)."""
+    seconds: dict[tuple[str, str], float] = {}
+    for device, name in FIGURE_SOURCES.items():
+        try:
+            runs = json.loads((ROOT / "results" / name).read_text())["runs"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for key, run in runs.items():
+            slug = key.partition("/")[2].partition(":")[0]
+            took = sum((run.get("phase_seconds") or {}).values()) if isinstance(run, dict) else 0.0
+            seconds[device, slug] = seconds.get((device, slug), 0.0) + took
+    return seconds
 
 
 @dataclass

@@ -23,8 +23,8 @@ from leaklab.files import UnwritablePath, check_writable
 from leaklab.plugin import REPORTS, show
 from leaklab.report import Report, report_from_json
 from leaklab_lab import marks
-from leaklab_lab.cases import ROOT, Case, case_row, format_table, load_case, mismatches, run_case, run_name
-from leaklab_lab.figures import FIGURE_SOURCES
+from leaklab_lab.cases import Case, case_row, format_table, load_case, mismatches, run_case, run_name
+from leaklab_lab.figures import case_seconds
 from leaklab_lab.results import entry, environment, write_results
 
 _STATE = pytest.StashKey["LabState"]()
@@ -131,7 +131,7 @@ def _costliest_first(items: list[pytest.Item]) -> None:
     committed results (the longest first), the other tests after them in their own order: the
     longest group started last on the H200 (cudnn_benchmark_variable_shapes, ~55 s of the ~100 s
     that ``-m cuda -n 8`` took). Every worker sorts its collection the same way, as xdist requires."""
-    seconds = _measured_seconds()
+    seconds = {f"{slug}-{device}": took for (device, slug), took in case_seconds().items()}  # the groups' names
 
     def cost(item: pytest.Item) -> float:
         group = item.get_closest_marker("xdist_group")
@@ -139,22 +139,6 @@ def _costliest_first(items: list[pytest.Item]) -> None:
 
     order = {id(item): index for index, item in enumerate(items)}
     items.sort(key=lambda item: (-cost(item), order[id(item)]))
-
-
-def _measured_seconds() -> dict[str, float]:
-    """Seconds each case's runs took on each device (group name ``<slug>-<device>``), from the
-    results files the catalog reads; empty where a file is missing or unreadable."""
-    seconds: dict[str, float] = {}
-    for device, name in FIGURE_SOURCES.items():
-        try:
-            runs = json.loads((ROOT / "results" / name).read_text())["runs"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        for key, run in runs.items():
-            slug = key.partition("/")[2].partition(":")[0]
-            took = sum((run.get("phase_seconds") or {}).values()) if isinstance(run, dict) else 0.0
-            seconds[f"{slug}-{device}"] = seconds.get(f"{slug}-{device}", 0.0) + took
-    return seconds
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -186,7 +186,7 @@ def test_under_loadgroup_the_costliest_case_groups_are_collected_first(monkeypat
 
     from leaklab_lab import plugin
 
-    monkeypatch.setattr(plugin, "_measured_seconds", lambda: {"slow-cuda": 50.0, "quick-cuda": 2.0})
+    monkeypatch.setattr(plugin, "case_seconds", lambda: {("cuda", "slow"): 50.0, ("cuda", "quick"): 2.0})
 
     def item(name, group=None):
         mark = SimpleNamespace(args=(group,)) if group else None
@@ -198,8 +198,15 @@ def test_under_loadgroup_the_costliest_case_groups_are_collected_first(monkeypat
     assert [i.name for i in items] == ["slow leak", "slow fix", "quick leak", "quick fix", "a", "b", "unmeasured"]
 
 
-def test_the_measured_seconds_of_a_case_group_are_read_from_the_committed_results():
-    from leaklab_lab.plugin import _measured_seconds
+def test_the_seconds_a_case_took_are_read_from_the_committed_results():
+    from leaklab_lab.figures import case_seconds
 
-    seconds = _measured_seconds()
-    assert seconds["loss_accumulation-cpu"] > 0 and seconds["cudnn_benchmark_variable_shapes-cuda"] > 0
+    seconds = case_seconds()
+    assert seconds["cpu", "loss_accumulation"] > 0 and seconds["cuda", "cudnn_benchmark_variable_shapes"] > 0
+
+
+def test_leaklab_run_starts_the_costliest_cases_first(monkeypatch):
+    from leaklab_lab import pool
+
+    monkeypatch.setattr(pool, "case_seconds", lambda: {("cpu", "slow"): 9.0, ("cpu", "quick"): 1.0, ("cuda", "quick"): 99.0})
+    assert pool.costliest_first(["a", "quick", "b", "slow"], "cpu") == ["slow", "quick", "a", "b"]
