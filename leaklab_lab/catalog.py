@@ -533,7 +533,8 @@ _BEFORE_CHAINS = " (runs measured before holder chains: the family from the reso
 # The held-out rounds of tests/data/fresh_steps.py (its ROUND): the family rules were fixed after
 # round 1 showed their misreadings, so only later rounds still measure steps nothing was tuned to.
 _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer held out)",
-           "2": "round 2 (held out from the family fixes)"}
+           "2": "round 2 (held out from the family fixes)",
+           "3": "round 3 (held out, written blind to the rules)"}
 
 
 def _round_of(row: dict[str, Any]) -> str:
