@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from leaklab.report import Report, ResourceResult
 from leaklab.resources import BY_NAME
@@ -33,6 +33,8 @@ from leaklab.resources import NAMES as RESOURCES
 from leaklab.verdict import format_bytes
 from leaklab_lab.cases import RANK_TABLE, ROOT, Case
 from leaklab_lab.results import case_runs, role_of
+
+T = TypeVar("T")
 
 # The results file each DEVICE of a placeholder reads (under results/). Change these when the
 # catalog's figures are re-measured into a new file.
@@ -84,6 +86,14 @@ def case_seconds() -> dict[tuple[str, str], float]:
             took = sum((run.get("phase_seconds") or {}).values()) if isinstance(run, dict) else 0.0
             seconds[device, slug] = seconds.get((device, slug), 0.0) + took
     return seconds
+
+
+def costliest_first(things: Iterable[T], case_of: Callable[[T], tuple[str, str] | None]) -> list[T]:
+    """``things`` in the order to start them: those whose case (``case_of``: (device, slug), or
+    None) took longest in the committed results first, the unmeasured after them in their own
+    order; one started last sets when a parallel run ends."""
+    seconds = case_seconds()
+    return sorted(things, key=lambda thing: -seconds.get(case_of(thing), 0.0))  # sorted is stable
 
 
 @dataclass

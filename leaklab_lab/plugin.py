@@ -24,7 +24,7 @@ from leaklab.plugin import REPORTS, show
 from leaklab.report import Report, report_from_json
 from leaklab_lab import marks
 from leaklab_lab.cases import Case, case_row, format_table, load_case, mismatches, run_case, run_name
-from leaklab_lab.figures import case_seconds
+from leaklab_lab.figures import costliest_first
 from leaklab_lab.results import entry, environment, write_results
 
 _STATE = pytest.StashKey["LabState"]()
@@ -71,7 +71,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     asked = any(str(arg).startswith(("--dist", "-d")) for arg in config.invocation_params.args)
     if getattr(config.option, "dist", "no") == "load" and not asked:
         config.option.dist = "loadgroup"
-        # The groups go out in the order collected, costliest first (see _costliest_first), not
+        # The groups go out in the order collected, costliest first (see pytest_collection_modifyitems), not
         # xdist's (the groups with the most tests first).
         config.option.loadscopereorder = False
 
@@ -117,7 +117,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``-m "models and cuda"``): ``-m cuda``, the GPU suite, replaces the default ``-m`` and would
     otherwise take in the corpus's realistic CUDA steps (minutes, and library crashes of their own)."""
     if getattr(config, "workerinput", {}).get("leaklab_loadgroup"):
-        _costliest_first(items)
+        # The costliest groups go out first (xdist's loadgroup, reorder off: see pytest_cmdline_main):
+        # the longest started last on the H200. Every worker sorts the same collection the same way.
+        items[:] = costliest_first(items, _case_of)
     if "models" in (config.getoption("markexpr", "") or ""):
         return
     kept = [item for item in items if item.get_closest_marker("models") is None]
@@ -126,19 +128,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-def _costliest_first(items: list[pytest.Item]) -> None:
-    """Under xdist's ``loadgroup``, the cases' groups in the order of what their runs took in the
-    committed results (the longest first), the other tests after them in their own order: the
-    longest group started last on the H200 (cudnn_benchmark_variable_shapes, ~55 s of the ~100 s
-    that ``-m cuda -n 8`` took). Every worker sorts its collection the same way, as xdist requires."""
-    seconds = {f"{slug}-{device}": took for (device, slug), took in case_seconds().items()}  # the groups' names
-
-    def cost(item: pytest.Item) -> float:
-        group = item.get_closest_marker("xdist_group")
-        return seconds.get(group.args[0], 0.0) if group and group.args else 0.0
-
-    order = {id(item): index for index, item in enumerate(items)}
-    items.sort(key=lambda item: (-cost(item), order[id(item)]))
+def _case_of(item: pytest.Item) -> tuple[str, str] | None:
+    """(device, slug) of a case's test, from its xdist group (as :func:`case_marks` names it, ``<slug>-<device>``; slugs have no
+    hyphen), or None for any other test."""
+    group = item.get_closest_marker("xdist_group")
+    if not group or not group.args:
+        return None
+    slug, _, device = str(group.args[0]).rpartition("-")
+    return device, slug
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from leaklab.children import stop_children
 from leaklab.redirect import fd_pointed_at
-from leaklab_lab.figures import case_seconds
+from leaklab_lab.figures import costliest_first
 
 MAX_DEFAULT_JOBS = 4  # more workers than this buy little on a catalog of ~40 cases, and cost memory
 
@@ -90,14 +90,6 @@ def _run_pair_caught(slug: str, device: str, attribute: bool, verbose: bool = Fa
         return slug, f"{type(exc).__name__}: {exc}"
 
 
-def costliest_first(slugs: list[str], device: str) -> list[str]:
-    """``slugs`` in the order to start them: the costliest on ``device`` first, by the seconds
-    their runs took in the committed results (a case started last sets when the run ends), the
-    unmeasured ones after them in their own order."""
-    seconds = case_seconds()
-    return sorted(slugs, key=lambda slug: -seconds.get((device, slug), 0.0))
-
-
 def run_pairs(slugs: list[str], device: str, attribute: bool, jobs: int, verbose: bool = False,
               done: Callable[[str, Any], None] | None = None) -> list[tuple[str, Any]]:
     """(slug, its reports as JSON, or the error that stopped the case) for every case, in order;
@@ -116,7 +108,7 @@ def run_pairs(slugs: list[str], device: str, attribute: bool, jobs: int, verbose
                                initializer=_start_like, initargs=(multiprocessing.get_start_method(), threads))
     try:
         futures = {pool.submit(_run_pair_caught, slug, device, attribute, verbose): slug
-                   for slug in costliest_first(slugs, device)}
+                   for slug in costliest_first(slugs, lambda slug: (device, slug))}
         outcomes: dict[str, Any] = {}
         for future in as_completed(futures):
             slug = futures[future]

@@ -184,9 +184,9 @@ def test_under_loadgroup_the_costliest_case_groups_are_collected_first(monkeypat
     after them in their own order; every worker sorts the same collection the same way."""
     from types import SimpleNamespace
 
-    from leaklab_lab import plugin
+    from leaklab_lab import figures, plugin
 
-    monkeypatch.setattr(plugin, "case_seconds", lambda: {("cuda", "slow"): 50.0, ("cuda", "quick"): 2.0})
+    monkeypatch.setattr(figures, "case_seconds", lambda: {("cuda", "slow"): 50.0, ("cuda", "quick"): 2.0})
 
     def item(name, group=None):
         mark = SimpleNamespace(args=(group,)) if group else None
@@ -194,7 +194,8 @@ def test_under_loadgroup_the_costliest_case_groups_are_collected_first(monkeypat
 
     items = [item("a"), item("quick leak", "quick-cuda"), item("b"), item("slow leak", "slow-cuda"),
              item("unmeasured", "new-cuda"), item("slow fix", "slow-cuda"), item("quick fix", "quick-cuda")]
-    plugin._costliest_first(items)
+    plugin.pytest_collection_modifyitems(
+        SimpleNamespace(workerinput={"leaklab_loadgroup": True}, getoption=lambda name, default=None: "models"), items)
     assert [i.name for i in items] == ["slow leak", "slow fix", "quick leak", "quick fix", "a", "b", "unmeasured"]
 
 
@@ -206,7 +207,32 @@ def test_the_seconds_a_case_took_are_read_from_the_committed_results():
 
 
 def test_leaklab_run_starts_the_costliest_cases_first(monkeypatch):
-    from leaklab_lab import pool
+    from leaklab_lab import figures, pool
 
-    monkeypatch.setattr(pool, "case_seconds", lambda: {("cpu", "slow"): 9.0, ("cpu", "quick"): 1.0, ("cuda", "quick"): 99.0})
-    assert pool.costliest_first(["a", "quick", "b", "slow"], "cpu") == ["slow", "quick", "a", "b"]
+    monkeypatch.setattr(figures, "case_seconds", lambda: {("cpu", "slow"): 9.0, ("cpu", "quick"): 1.0, ("cuda", "quick"): 99.0})
+    started = []
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", _Started.factory(started))
+    pool.run_pairs(["a", "quick", "b", "slow"], "cpu", attribute=False, jobs=2)
+    assert started == ["slow", "quick", "a", "b"]
+
+
+class _Started:
+    """A stand-in for the process pool: it records the order cases are submitted in and runs nothing."""
+
+    def __init__(self, started: list) -> None:
+        self.started = started
+
+    @classmethod
+    def factory(cls, started: list):
+        return lambda *args, **kwargs: cls(started)
+
+    def submit(self, function, slug, *args):
+        from concurrent.futures import Future
+
+        self.started.append(slug)
+        done = Future()
+        done.set_result((slug, {"leak": [], "fix": [], "stderr": ""}))
+        return done
+
+    def shutdown(self, **kwargs) -> None:
+        pass
