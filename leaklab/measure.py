@@ -305,11 +305,6 @@ class LiveTensorBytes(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if _FORKED_CHILD:
             return out
-        # Runs once per operator: a single tensor (most operators) takes the short way.
-        if isinstance(out, torch.Tensor):
-            if out.is_cpu and not out.is_sparse:
-                self._track(out)
-            return out
         for item in _tensors(out):
             if item.is_cpu and not item.is_sparse:
                 self._track(item)

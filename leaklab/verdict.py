@@ -674,15 +674,16 @@ def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], st
 def next_pass(history: Sequence[Done], watched: Sequence[Resource], plan: Plan) -> Pass | Verdicts:
     """The policy: the passes below (:func:`_next_step_pass`), then, where a series of a resource
     the process frees after the step returns is called growing, a settling pass (6)."""
+    settle_steps = SETTLE_STEPS * plan.steps
     if history[-1].kind == SETTLE:
-        return settled(_next_step_pass(history[:-1], watched, plan), history[-1], watched, SETTLE_STEPS * plan.steps)
+        return settled(_next_step_pass(history[:-1], watched, plan), history[-1], watched, settle_steps)
     decision = _next_step_pass(history, watched, plan)
     if isinstance(decision, Pass) or any(done.stopped or done.over_budget for done in history):
         return decision
     # Only where it grows alone in its process: beside a leak elsewhere the answer is that leak's.
     settling = [r.name for r in watched if r.settles and r.name in growing(decision.trends, watched)
                 and not _grows_beside(r, decision.trends, watched, {r.name})]
-    return Pass(SETTLE, SETTLE_STEPS * plan.steps, resources=tuple(settling)) if settling else decision
+    return Pass(SETTLE, settle_steps, resources=tuple(settling)) if settling else decision
 
 
 def settled(verdicts: Verdicts, pause: Done, watched: Sequence[Resource], steps: int) -> Verdicts:
