@@ -139,7 +139,6 @@ def test_ctrl_c_while_the_script_is_imported_exits_3_and_says_where(capsys, tmp_
         "leaklab: interrupted: KeyboardInterrupt (Ctrl-C or SIGINT) while importing the script"]
 
 
-@pytest.mark.end_to_end
 def _as_from_a_shell() -> None:
     """The child starts with SIGINT as a shell's command does: handled by default, not blocked. In
     full-suite runs (every case, slow and distributed, -n 2) the child ignored SIGINT with no
@@ -149,6 +148,7 @@ def _as_from_a_shell() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+@pytest.mark.end_to_end
 def test_a_real_ctrl_c_while_the_factory_runs_exits_3(tmp_path):
     script, started = tmp_path / "slow_build.py", tmp_path / "building"
     script.write_text(f"import pathlib, time\n\ndef make_step(device):\n    pathlib.Path({str(started)!r}).touch()\n"
