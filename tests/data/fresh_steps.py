@@ -29,6 +29,13 @@ import torch
 from torch import nn
 
 
+def _update(opt, loss):
+    """One optimizer update from ``loss``: what every training step below does after its forward."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
 # https://github.com/NRCan/geo-deep-learning/issues/582 (and Lightning-AI/torchmetrics#1949)
 # Seen: GPU memory rose at every validation epoch and never came back, until an OOM after enough
 # epochs; the torchmetrics metric objects kept every batch's predictions in their list states.
@@ -169,9 +176,7 @@ def bpe_cache_per_word(device):
         offsets = torch.tensor([0, *itertools.accumulate(len(i) for i in ids[:-1])], device=device)
         flat = torch.tensor([i for seq in ids for i in seq], device=device)
         loss = nn.functional.cross_entropy(head(model(flat, offsets)), torch.zeros(16, dtype=torch.long, device=device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
 
     return step
 
@@ -215,9 +220,7 @@ def anchor_cache_per_image_size(device):
         anchors = anchors_gen.cached_grid_anchors(features.shape[2], features.shape[3], stride, device)
         boxes = anchors + deltas
         loss = (boxes - anchors.round()).abs().mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
 
     return step
 
@@ -327,9 +330,7 @@ def prefetch_iterator_never_closed(device):
 
     def step():  # a training step, then a quick validation on a new prefetching iterator
         loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         val = _ThreadPrefetchIterator((val_x[i:i + 64].clone(), val_y[i:i + 64].clone()) for i in range(0, 64 * 20, 64))
         bx, by = next(val)  # LEAK: never val.close(): its thread waits on the full buffer forever
         with torch.no_grad():
@@ -349,9 +350,7 @@ def mkstemp_fd_never_closed(device):
 
     def step():  # a training step, then a round trip of the weights through a temporary file
         loss = model(x).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         fd, path = tempfile.mkstemp(suffix=".pt")  # LEAK: fd is never os.close()d
         try:
             torch.save(model.state_dict(), path)
@@ -385,9 +384,7 @@ def memmap_kept_for_run(device):
         x = chunk[:, :8].long().to(device)
         y = chunk[:, 1:9].long().to(device)
         loss = nn.functional.cross_entropy(head(embed(x)).reshape(-1, 256), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"read_mib": (start + block * batch) / 2 ** 20}
 
     return step
@@ -508,9 +505,7 @@ def warning_per_bad_sample(device):
     def step():  # a training batch; the samples the loss clips are reported one by one
         out = model(x)
         loss = nn.functional.smooth_l1_loss(out, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         for row in range(8):  # the batch's 8 worst rows, each with a fresh sample id
             warnings.warn(f"sample {next(samples)}: residual {(out[row] - y[row]).item():+.4f} clipped by the loss "
                           f"(target {y[row].item():+.4f})", RuntimeWarning, stacklevel=1)  # LEAK: one registry entry per text
@@ -553,9 +548,7 @@ def figures_never_closed(device):
     def step():  # a training step, then the prediction drawn into a figure for the log
         pred = torch.sigmoid(model(x))
         loss = nn.functional.mse_loss(pred, target)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         fig = _Figure(48, 64)
         fig.imshow(pred[0].detach().view(48, 64))
         return {"loss": loss.item(), "png": float(fig.savefig())}
@@ -627,9 +620,7 @@ def queue_and_process_per_test(device):
 
     def step():  # a training step, then one test of the suite run in its own process
         loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         results = context.SimpleQueue()
         process = context.Process(target=_run_test, args=(results, next(tests)))
         process.start()
@@ -674,9 +665,7 @@ def monitor_thread_left_on_failure(device):
         model = nn.Sequential(nn.Linear(16, config["hidden"]), nn.ReLU(), nn.Linear(config["hidden"], 1)).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         with torch.no_grad():  # the validation set has one column too many: this raises
             model(torch.randn(8, config["val_features"], device=device))
         monitor.stop()  # LEAK: skipped when training raises (no try/finally)
@@ -709,9 +698,7 @@ def persistent_workers_per_trial(device):
                                              multiprocessing_context="fork")
         for bx, by in loader:
             loss = nn.functional.mse_loss(model(bx.to(device)), by.to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            _update(opt, loss)
         trials.append({"loader": loader, "loss": loss.item()})  # LEAK: the loader keeps its worker alive
         return {"loss": loss.item()}
 
@@ -880,9 +867,7 @@ def replay_memory_unbounded(device):
         a = torch.tensor([t[1] for t in batch], device=device)
         r = torch.tensor([t[2] for t in batch], device=device)
         loss = nn.functional.mse_loss(q_net(s).gather(1, a[:, None]).squeeze(1), r)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"memory": float(len(memory))}
 
     return step
@@ -916,9 +901,7 @@ def manager_per_epoch(device):
         loaders.append(_ShardLoader(context, [0, 1]))
         for shard in loaders[-1]:
             loss = nn.functional.mse_loss(model(x + shard), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -992,9 +975,7 @@ def post_backward_hooks_every_iteration(device):
         for param in model.parameters():
             grad_acc = param.expand_as(param).grad_fn.next_functions[0][0]  # the parameter's AccumulateGrad node
             handles.append((grad_acc, grad_acc.register_hook(post_backward(param))))  # LEAK: once more every iteration
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item(), "handles": float(len(handles))}
 
     return step
@@ -1025,9 +1006,7 @@ def summary_writer_per_fit(device):
         fit = next(fits)
         for i in range(3):
             loss = nn.functional.mse_loss(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            _update(opt, loss)
             writers[-1].add_scalar("loss", loss.item(), 3 * fit + i)
         return {"loss": loss.item()}
 
@@ -1114,9 +1093,7 @@ def scans_dict_in_workers(device):
     def step():  # one batch of the epoch (the epoch visits every scan once)
         points, labels = next(batches)
         loss = nn.functional.cross_entropy(model(points.to(device)), labels.to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -1138,9 +1115,7 @@ def losses_kept_until_log_step(device):
 
     def step():
         loss = (model(x) - x).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         losses_since_last_log.append(loss)  # LEAK: each loss tensor (and its graph's nodes) kept until the next log step
         if next(steps) % log_freq == 0:
             losses = [loss.item() for loss in losses_since_last_log]
@@ -1299,9 +1274,7 @@ def loss_totals_keep_graph(device):
                   "cls": nn.functional.binary_cross_entropy_with_logits(out[:, 4:], classes),
                   "iou": 1 - (torch.minimum(out[:, :4].sigmoid(), boxes).sum() / torch.maximum(out[:, :4].sigmoid(), boxes).sum())}
         loss = sum(losses.values())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         for name, value in losses.items():
             total_loss[name] += value * images.shape[0]  # LEAK: a tensor with its graph, chained batch after batch
         n = next(seen)
@@ -1341,9 +1314,7 @@ def video_reader_process_per_clip(device):
         frames = reader.read(raw, (4, 3, 16, 16))
         clips.append({"reader": reader, "frames": 4})  # LEAK: the reader's process is never closed or terminated
         loss = model(frames.to(device).float() / 255).logsumexp(1).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -1516,9 +1487,7 @@ def worker_image_cache(device):
     def step():  # one batch of the (long) epoch
         images, labels = next(batches)
         loss = nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -1636,9 +1605,7 @@ def images_kept_open(device):
         cameras.append({"uid": len(cameras), "image": _LazyImage(path, (3, 32, 32))})
         target = cameras[-1]["image"].pixels().to(device).float()[None] / 255
         loss = (model(target) - target).abs().mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -1669,9 +1636,7 @@ def geometry_method_cache(device):
         geom = _WcsGeom(128, 0.02)
         npred = flux * geom.solid_angle().to(device) * 1e8
         loss = (npred - counts * torch.log(npred.clamp(min=1e-6))).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -1691,9 +1656,7 @@ def jobs_never_waited(device):
 
     def step():  # one training step, then a short external job (an export, a copy) is started
         loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         jobs.append({"process": subprocess.Popen(["true"]), "loss": loss.item()})  # LEAK: never wait()ed: a zombie per job
         return {"loss": jobs[-1]["loss"]}
 
@@ -1748,9 +1711,7 @@ def train_loss_sum_keeps_graph(device):
         logits = model(tokens).view(8, 16, 2)
         output_loss = nn.functional.cross_entropy(logits[..., 0], starts) + nn.functional.cross_entropy(
             logits[..., 1], starts)
-        opt.zero_grad(set_to_none=True)
-        output_loss.backward()
-        opt.step()
+        _update(opt, output_loss)
         train_loss += output_loss  # LEAK: a tensor with its graph: every step's nodes chained to the total
         return {"train_loss": train_loss.item() / next(steps)}
 
@@ -1872,9 +1833,7 @@ def cycle_in_iterable_workers(device):
     def step():  # one batch of lines
         tokens = next(batches)[:, :32].to(device)
         loss = model(tokens).logsumexp(-1).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -1991,9 +1950,7 @@ def token_memmap_random_blocks(device):
         y = torch.stack([train_data[i + 1:i + 1 + block_size] for i in ix.tolist()]).long() & 0x7FFF
         logits = head(embed(x[:, :8].to(device)))
         loss = nn.functional.cross_entropy(logits.reshape(-1, 1 << 15), y[:, :8].reshape(-1).to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
