@@ -172,12 +172,12 @@ def _progress(quiet: bool, terminal: bool | None = None):  # noqa: ANN202
     if terminal is None:
         terminal = sys.stderr.isatty()
 
-    def show(done: int, total: int, sample: dict[str, int]) -> None:
-        if not terminal and done != total:
+    def show(done: int, total: int, sample: dict[str, int], last: bool) -> None:
+        if not terminal and not last:
             return
         figures = "  ".join(reading(name, value) for name, value in sample.items())
         if terminal:
-            print(f"\r[{done}/{total}] {figures}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+            print(f"\r[{done}/{total}] {figures}", end="\n" if last else "", file=sys.stderr, flush=True)
         else:
             print(f"[{done}/{total}] {figures}", file=sys.stderr, flush=True)
 

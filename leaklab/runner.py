@@ -133,7 +133,7 @@ class RunOptions:
     confirm: bool = True                   # re-measure before reporting anything but a clear bounded
     strict: bool = False                   # any growth is a leak, a record of plain data too (verdict.records)
     horizon: int = HORIZON                 # steps over which a record of plain data is judged
-    progress: Callable[[int, int, dict[str, int]], None] | None = None
+    progress: Callable[[int, int, dict[str, int], bool], None] | None = None  # (done, of, readings, the pass's last)
     name: str = ""
     ranks: Any = None                      # under torchrun: every rank's steps agreed (a leaklab.distributed.Coordinator)
 
@@ -269,10 +269,12 @@ class _Run:
         self.found["traceback"] = format_exception(exc)
 
     def measure(self, series: Series, count: int, *, only: list[str] | None = None, start: str | None = None,
-                quiet: bool = False) -> None:
+                quiet: bool = False, pass_steps: tuple[int, int] | None = None) -> None:
         """``count`` more steps, each followed by a reading (of ``only`` these resources, if given).
         ``start``: :data:`BASELINE` takes the series' first reading here first, :data:`CONTINUE` a
-        reading from which the series goes on where it stopped."""
+        reading from which the series goes on where it stopped. ``pass_steps``: (steps run, steps
+        planned) of a pass these steps are a part of, as progress counts them."""
+        run_before, planned = pass_steps or (0, count)
         probe, limit, step, ranks = self.probe, self.limit, self.step, self.options.ranks
         sync = probe.kind == "cuda"
         # Every object this loop keeps between two readings (its clock readings, the last sample) is
@@ -304,7 +306,7 @@ class _Run:
             sample = probe.sample(only)
             series.add(sample, probe, seconds)
             if self.options.progress and not quiet:
-                self.options.progress(i + 1, count, sample)
+                self.options.progress(run_before + i + 1, planned, sample, run_before + i + 1 == planned)
             over = over_budget(series.last(), self.budget_from, self.budget)
             if over and self.jumped(series, over):
                 over = None  # one jump, not growth: the budget counts again from after it
@@ -561,8 +563,10 @@ def _long_pass(run: _Run, plan: Pass) -> Done:
         # In runs of CREEP_WINDOW steps, ended once no series can be called growing any more.
         while light.count - 1 < plan.steps and not run.over_budget:
             run.measure(light, min(CREEP_WINDOW, plan.steps - light.count + 1), only=names,
-                        start=CONTINUE if light.count == 1 else None)
+                        start=CONTINUE if light.count == 1 else None, pass_steps=(light.count - 1, plan.steps))
             if plan.may_stop({name: series.series(name) + light.series(name)[1:] for name in names}):
+                if run.options.progress:  # progress's line for the pass, ended where the pass ends
+                    run.options.progress(light.count - 1, plan.steps, light.last(), True)
                 break
     return Done(plan.kind, _readings(light, 1), stopped=run.pass_stopped is not None, over_budget=run.over_budget)
 

@@ -121,7 +121,7 @@ class Watch:
         self._series.add(sample, self._probe, seconds)
         self._stopped_by_budget = over_budget(self._series.last(), self._before, self._budget)
         if self.options.progress:
-            self.options.progress(measured, self.options.steps, sample)
+            self.options.progress(measured, self.options.steps, sample, measured == self.options.steps)
         self._last = time.perf_counter()
 
     def _baseline(self) -> None:

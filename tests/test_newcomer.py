@@ -12,7 +12,7 @@ import pytest
 from leaklab import resources as known
 from leaklab.cli import _progress, main, reading, shadowing_note
 from leaklab.report import Report, ResourceResult
-from leaklab.verdict import Trend
+from leaklab.verdict import CREEP_WINDOW, Trend
 from leaklab_lab.cases import format_table, get_case, legend, table_columns
 
 ROOT = Path(__file__).parent.parent
@@ -46,9 +46,25 @@ def test_an_empty_column_goes_and_the_legend_explains_every_shown_column():
 def test_progress_off_a_terminal_is_one_line_per_series_without_carriage_returns(capsys):
     show = _progress(False, terminal=False)
     for done in range(1, 6):
-        show(done, 5, {"threads": 1})
+        show(done, 5, {"threads": 1}, done == 5)
     err = capsys.readouterr().err
     assert "\r" not in err and err.count("\n") == 1 and err.startswith("[5/5]")
+
+
+def test_a_long_pass_is_one_progress_line_counted_over_the_whole_pass(capsys):
+    """The long pass runs in windows of CREEP_WINDOW steps; progress counts the pass, not each
+    window (it once printed `[10/10]` twenty times for one 200-step pass)."""
+    assert main(["check", f"{EDGES}:closure_per_step", "--resource", "python_objects"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    passes = [line.split("]")[0] + "]" for line in lines if line.startswith("[")]
+    assert len(passes) == len(set(passes)) == 3, lines  # measured, confirmation, long pass
+    done, planned = map(int, passes[-1].strip("[]").split("/"))
+    assert done == planned > CREEP_WINDOW, passes
+    # A long pass that stops early (the series stalled) still ends with its line, counted so far.
+    assert main(["check", f"{EDGES}:closures_until_step_50", "--resource", "python_objects"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
+    done, planned = map(int, lines[-1].split("]")[0].strip("[").split("/"))
+    assert len(lines) == 3 and CREEP_WINDOW < done < planned, lines
 
 
 def test_check_prints_the_answer_and_the_table_only_when_asked(capsys):

@@ -454,3 +454,16 @@ def lru_cache_fills(device):
 def lru_cache_unbounded(device):
     """The same cache with maxsize=None: every argument's tensor is kept."""
     return _mask_cache(device, None)
+
+
+def closures_until_step_50(device):
+    """One closure kept per step for its first 50 calls, then none (a handler list that was
+    filled during the first epoch only): its long pass stops early, once it stalls."""
+    handlers = []
+
+    def step():
+        if len(handlers) < 50:
+            epoch = len(handlers)
+            handlers.append(lambda event: (epoch, event))
+
+    return step
