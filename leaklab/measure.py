@@ -301,7 +301,17 @@ class LiveTensorBytes(TorchDispatchMode):
         self._peak = 0
         self.step = 0  # set by attribution to the step it runs, recorded with each new storage
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable, and that imports
+        # torch._dynamo at the first operator: 0.9 s of every check of a step that never compiles
+        # (measured, torch 2.14, 2-core machine). :func:`_keep_out_of_compiler` wraps it the same
+        # way once torch._dynamo is imported, before a compiled step could trace the counter.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if _COMPILER_UNSEEN:
+            _keep_out_of_compiler()
         out = func(*args, **(kwargs or {}))
         if _FORKED_CHILD:
             return out
@@ -328,6 +338,8 @@ class LiveTensorBytes(TorchDispatchMode):
             del self._storages[key]
 
     def live_bytes(self) -> int:
+        if _COMPILER_UNSEEN:  # read between steps: a step compiled by its factory is covered before it runs
+            _keep_out_of_compiler()
         self._prune()
         return sum(entry.nbytes for entry in self._storages.values())
 
@@ -346,6 +358,20 @@ class LiveTensorBytes(TorchDispatchMode):
     def keys(self) -> set[int]:
         self._prune()
         return set(self._storages)
+
+
+_COMPILER_UNSEEN = True
+
+
+def _keep_out_of_compiler() -> None:
+    """Once torch._dynamo is imported (torch.compile may run), the counter's operator hook is
+    wrapped in ``torch._disable_dynamo`` as torch wraps every dispatch mode's: a compiled step
+    then never traces the counter's own frames."""
+    global _COMPILER_UNSEEN
+    if getattr(sys.modules.get("torch._dynamo"), "disable", None) is None:
+        return  # not imported, or still being imported: looked at again at the next operator
+    _COMPILER_UNSEEN = False
+    LiveTensorBytes.__torch_dispatch__ = torch._disable_dynamo(LiveTensorBytes.__torch_dispatch__, recursive=True)
 
 
 # --------------------------------------------------------------------------- device / pinned

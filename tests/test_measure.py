@@ -399,3 +399,47 @@ def test_the_tensor_counter_is_off_only_while_no_series_it_feeds_is_read():
         again = torch.ones(512)
         assert probe.tensors.live_bytes() == counted + seen.nbytes + again.nbytes
     del kept, unseen
+
+
+COUNTER_WITHOUT_THE_COMPILER = """
+import sys
+import torch
+from leaklab import RunOptions, run_factory
+
+
+def make_step(device):
+    kept = []
+    return lambda: kept.append(torch.zeros(64))
+
+
+report = run_factory(make_step, "cpu", RunOptions(steps=6, warmup=1, resources=["cpu_tensors"]))
+print(report.verdict, "torch._dynamo" in sys.modules)
+"""
+
+
+def test_the_tensor_counter_does_not_import_the_compiler():
+    """A check of a step that never compiles does not import torch._dynamo (0.9 s a process),
+    which torch's own wrapping of a dispatch mode does at its first operator."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", COUNTER_WITHOUT_THE_COMPILER], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["grows", "False"], done.stderr[-2000:]
+
+
+def test_a_step_compiled_by_its_factory_never_traces_the_counter():
+    """Once torch._dynamo is imported, the counter is kept out of its tracing as torch keeps any
+    dispatch mode out (a reading between the factory and the first step is enough): no graph
+    break of the compiler's counts comes from the counter's frames."""
+    from torch._dynamo.utils import counters
+
+    model, x = torch.nn.Linear(8, 8), torch.randn(4, 8)
+    counters.clear()
+    with LiveTensorBytes() as counter:
+        compiled = torch.compile(model)
+        before = counter.live_bytes()
+        for _ in range(3):
+            compiled(x).sum().backward()
+        assert counter.live_bytes() - before >= 8 * 8 * 4 + 8 * 4  # the gradients, counted
+    assert not counters["graph_break"], dict(counters["graph_break"])
