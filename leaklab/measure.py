@@ -368,8 +368,8 @@ def _keep_out_of_compiler() -> None:
     wrapped in ``torch._disable_dynamo`` as torch wraps every dispatch mode's: a compiled step
     then never traces the counter's own frames."""
     global _COMPILER_UNSEEN
-    if getattr(sys.modules.get("torch._dynamo"), "disable", None) is None:
-        return  # not imported, or still being imported: looked at again at the next operator
+    if not _COMPILER_UNSEEN or getattr(sys.modules.get("torch._dynamo"), "disable", None) is None:
+        return  # wrapped already; or not imported, or still being imported: looked at again at the next operator
     _COMPILER_UNSEEN = False
     LiveTensorBytes.__torch_dispatch__ = torch._disable_dynamo(LiveTensorBytes.__torch_dispatch__, recursive=True)
 

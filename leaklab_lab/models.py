@@ -11,18 +11,22 @@ results as docs/harness.md's table. The steps' libraries are the ``models`` extr
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import torch
 
+from leaklab import measure
+from leaklab.measure import LiveTensorBytes
 from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
+from leaklab.resources import resolve
 from leaklab.runner import RunOptions, run_factory
 from leaklab.scripts import factory_from_script, forget_script, load_script
 from leaklab.verdict import GROWS, RAISES
@@ -107,16 +111,23 @@ def _cost(filename: str, document: dict[str, Any]) -> list[str]:
     if not cost:
         return []
     env = document["environment"]
+    variants = [variant for variant in COST_VARIANTS if f"median_{variant}_ratio" in cost]
     out = [f"### What the check costs: {env['device_name']}, torch {env['torch']} ([{filename}](results/{filename}))", "",
            f"Each run below checked with default settings against the same step built and called as many times, bare, in one "
            f"process, {cost['rounds']} rounds; start-up (Python, torch, the libraries) is outside both. Median over the "
-           f"steps: **{cost['median_ratio']:.2f}×** the bare steps.", "",
-           "| run | check | bare, the same calls | calls | ratio (median of rounds) | range | verdicts |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+           f"steps: **{cost['median_ratio']:.2f}×** the bare steps.", ""]
+    if variants:
+        out += ["In the same rounds, over the same bare steps, the check again with:", "",
+                *(f"- {COST_VARIANTS[variant]}: **{cost[f'median_{variant}_ratio']:.2f}×** (median over the steps)"
+                  for variant in variants), ""]
+    out += ["| run | check | bare, the same calls | calls | ratio (median of rounds) | range | verdicts |"
+            + "".join(f" {VARIANT_COLUMNS[variant]} |" for variant in variants),
+            "| --- | --- | --- | --- | --- | --- | --- |" + " --- |" * len(variants)]
     for name, row in cost["rows"].items():
         low, high = row["ratio_range"]
         out.append(f"| `{name}` | {row['check_s']:.2f} s | {row['bare_s']:.2f} s | {row['calls']} | {row['ratio']:.2f}× | "
-                   f"{low:.2f}–{high:.2f}× | {', '.join(sorted(set(row['verdicts'])))} |")
+                   f"{low:.2f}–{high:.2f}× | {', '.join(sorted(set(row['verdicts'])))} |"
+                   + "".join(f" {row[f'{variant}_ratio']:.2f}× |" for variant in variants))
     return [*out, ""]
 
 
@@ -181,6 +192,14 @@ def render(results: list[tuple[str, dict[str, Any]]], gates: Path | None = None)
 
 
 # --------------------------------------------------------------------------- what the check costs
+WITHOUT_COUNTER, EMPTIED_COUNTER = "without_counter", "emptied_counter"
+COST_VARIANTS = {  # the CPU's checks beside the default one, each a ratio over the same bare steps
+    WITHOUT_COUNTER: "default settings less cpu_tensors (no dispatch mode)",
+    EMPTIED_COUNTER: "the tensor counter's hook emptied: only torch's Python dispatch of every operator",
+}
+VARIANT_COLUMNS = {WITHOUT_COUNTER: "without cpu_tensors", EMPTIED_COUNTER: "counter emptied"}
+
+
 def _counted(factory: Callable[[str], Callable[[], None]], calls: list[int]) -> Callable[[str], Callable[[], None]]:
     """``factory`` whose steps count their calls in ``calls[0]``."""
     def build(device: str) -> Callable[[], None]:
@@ -193,17 +212,37 @@ def _counted(factory: Callable[[str], Callable[[], None]], calls: list[int]) -> 
     return build
 
 
-def _checked(path: Path, factory_name: str, device: str) -> tuple[float, int, str]:
-    """One check as ``leaklab check`` runs it (default settings): wall seconds, step calls, verdict."""
+def _checked(path: Path, factory_name: str, device: str, options: RunOptions | None = None) -> tuple[float, int, str]:
+    """One check as ``leaklab check`` runs it (default settings, or ``options``): wall seconds,
+    step calls, verdict."""
     module = load_script(path)
     calls = [0]
     try:
         started = time.perf_counter()
-        report = run_factory(_counted(factory_from_script(module, factory_name), calls), device, RunOptions())
+        report = run_factory(_counted(factory_from_script(module, factory_name), calls), device, options or RunOptions())
         seconds = time.perf_counter() - started
     finally:
         forget_script(module)
     return seconds, calls[0], report.verdict
+
+
+@contextlib.contextmanager
+def _counter_emptied() -> Iterator[None]:
+    """The CPU tensor counter's operator hook replaced by one that only calls the operator
+    (wrapped as torch wraps any dispatch mode's): what any dispatch mode costs, torch's Python
+    dispatch and one Python call per operator, the floor under an exact counter of this kind."""
+    measure._keep_out_of_compiler()  # the counter's own hook is wrapped once the compiler is imported
+
+    def passthrough(self: LiveTensorBytes, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+    counter = LiveTensorBytes.__torch_dispatch__
+    LiveTensorBytes.__torch_dispatch__ = passthrough if measure._COMPILER_UNSEEN else torch._disable_dynamo(
+        passthrough, recursive=True)
+    try:
+        yield
+    finally:
+        LiveTensorBytes.__torch_dispatch__ = counter
 
 
 def _bare(path: Path, factory_name: str, device: str, calls: int) -> float:
@@ -231,8 +270,14 @@ def check_cost(device: str, rounds: int = 3, factories: tuple[str, ...] = ("make
     round (check, then bare). Start-up (Python, torch, the libraries' imports) is outside both:
     every step file is imported once before the first round. Per step: the medians, the median
     of the per-round ratios and their spread; overall, the median ratio over the steps. By default
-    the bounded idioms only: the steps a CI runs the check on (a mistake's check stops early)."""
+    the bounded idioms only: the steps a CI runs the check on (a mistake's check stops early).
+
+    On the CPU, where the tensor counter (a dispatch mode) runs on every operator, two more checks
+    in each round say where the cost lies (:data:`COST_VARIANTS`): without ``cpu_tensors``, and
+    with the counter's hook emptied (the floor of any counter that is a dispatch mode)."""
     rows: dict[str, Any] = {}
+    variants = COST_VARIANTS if device == "cpu" else {}
+    defaults = [resource.name for resource in resolve(device, ())]
     for path in steps(directory):
         if missing(path):
             continue
@@ -240,17 +285,26 @@ def check_cost(device: str, rounds: int = 3, factories: tuple[str, ...] = ("make
             name = run_name(path, factory_name)
             _bare(path, factory_name, device, 3)  # imports and lazy initialisations, once, untimed
             checks, bares, counts, verdicts = [], [], [], []
+            varied: dict[str, list[float]] = {variant: [] for variant in variants}
             for _ in range(rounds):
                 seconds, calls, verdict = _checked(path, factory_name, device)
                 checks.append(seconds)
                 counts.append(calls)
                 verdicts.append(verdict)
+                for variant in variants:
+                    options = RunOptions(resources=[r for r in defaults if r != "cpu_tensors"]) if variant == WITHOUT_COUNTER else None
+                    with _counter_emptied() if variant == EMPTIED_COUNTER else contextlib.nullcontext():
+                        varied[variant].append(_checked(path, factory_name, device, options)[0])
                 bares.append(_bare(path, factory_name, device, calls))
             per_round = sorted(c / b for c, b in zip(checks, bares, strict=True))
             rows[name] = {"check_s": median(checks), "bare_s": median(bares), "ratio": median(per_round),
                           "ratio_range": [per_round[0], per_round[-1]], "calls": int(median(counts)),
-                          "verdicts": verdicts, "rounds": rounds}
+                          "verdicts": verdicts, "rounds": rounds,
+                          **{f"{variant}_ratio": median(v / b for v, b in zip(varied[variant], bares, strict=True))
+                             for variant in variants}}
             if progress:
                 progress(name, rows[name])
     ratios = [row["ratio"] for row in rows.values()]
-    return {"rows": rows, "median_ratio": median(ratios) if ratios else None, "rounds": rounds}
+    return {"rows": rows, "median_ratio": median(ratios) if ratios else None, "rounds": rounds,
+            **{f"median_{variant}_ratio": median(row[f"{variant}_ratio"] for row in rows.values())
+               for variant in variants if rows}}

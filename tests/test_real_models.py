@@ -147,6 +147,9 @@ def test_harness_renders_the_checks_cost_on_the_corpus_from_its_results_file() -
         assert f"**{cost['median_ratio']:.2f}×** the bare steps" in text
         for run, row in cost["rows"].items():
             assert f"| `{run}` | {row['check_s']:.2f} s | {row['bare_s']:.2f} s | {row['calls']} | {row['ratio']:.2f}× |" in text
+        for variant in models.COST_VARIANTS:
+            if f"median_{variant}_ratio" in cost:
+                assert f"{models.COST_VARIANTS[variant]}: **{cost[f'median_{variant}_ratio']:.2f}×**" in text
 
 
 def test_check_cost_counts_the_checks_calls_and_runs_as_many_bare(tmp_path: Path) -> None:
@@ -159,6 +162,23 @@ def test_check_cost_counts_the_checks_calls_and_runs_as_many_bare(tmp_path: Path
     default = RunOptions()
     assert row["calls"] >= default.warmup + default.steps and row["verdicts"] == ["bounded", "bounded"]
     assert row["bare_s"] >= row["calls"] * 0.001 and row["ratio"] > 1 and cost["median_ratio"] == row["ratio"]
+    assert set(cost) >= {f"median_{variant}_ratio" for variant in models.COST_VARIANTS}  # on the CPU
+
+
+def test_the_emptied_counter_counts_nothing_and_the_counter_comes_back() -> None:
+    """The cost bench's floor (a dispatch mode that only calls each operator) swaps the counter's
+    hook for the block's length only."""
+    import torch
+
+    from leaklab.measure import LiveTensorBytes
+
+    with LiveTensorBytes() as counter:
+        with models._counter_emptied():
+            emptied = torch.zeros(256)
+            assert counter.live_bytes() == 0
+        counted = torch.zeros(256)
+        assert counter.live_bytes() == counted.nbytes
+    del emptied
 
 
 def test_harness_renders_the_comparisons_of_repeated_runs() -> None:
