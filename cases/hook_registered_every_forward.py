@@ -57,7 +57,7 @@ class ScaledAdapters(nn.Module):
 
 def make_step(device: str):
     torch.manual_seed(0)
-    layers = [module for _ in range(32) for module in (LoRALinear(128), nn.ReLU())]
+    layers = [module for _ in range(8) for module in (LoRALinear(128), nn.ReLU())]
     model = ScaledAdapters(nn.Sequential(*layers, nn.Linear(128, 10))).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     criterion = nn.CrossEntropyLoss()
