@@ -99,7 +99,7 @@ def register(commands: Any) -> None:
     compare.add_argument("old")
     compare.add_argument("new")
     compare.add_argument("--tolerance", type=_tolerance, default=0.25,
-                         help="relative change in bytes/step to report (0 or more; default 0.25)")
+                         help="relative change in a resource's rate per step to report (0 or more; default 0.25)")
 
     bench = commands.add_parser("bench", help="measure the harness's own overheads (and empty_cache on a GPU)")
     bench.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from leaklab import resources as known
 from leaklab.files import atomic_write, check_writable
 from leaklab.report import Report, device_name, report_from_json
 from leaklab.verdict import BOUNDED, GROWS, PLATEAU, RAISES, format_bytes
@@ -305,11 +306,17 @@ def compare(old: dict[str, Any], new: dict[str, Any], tolerance: float = 0.25) -
             floor = result.trend.floor_bytes
             scale = max(abs(a), abs(b), floor)
             if scale and abs(b - a) > tolerance * scale and max(abs(a), abs(b)) > floor:
-                changes.append(Change(name, f"{resource} bytes/step", format_bytes(a), format_bytes(b), False))
+                changes.append(Change(name, f"{resource} per step", _in_units(resource, a), _in_units(resource, b), False))
         was, now = time_ratio(old, name), time_ratio(new, name)
         if was and now and (now[2] < was[1] or now[1] > was[2]):  # the spreads do not overlap
             changes.append(Change(name, "step time / fix's", f"{was[0]:.2f}x", f"{now[0]:.2f}x", False))
     return changes
+
+
+def _in_units(resource: str, value: float) -> str:
+    """A rate in its resource's unit (python_objects counts blocks, threads count threads); bytes
+    for a resource this version does not know (a results file written by another)."""
+    return known.BY_NAME[resource].format(value) if resource in known.BY_NAME else format_bytes(value)
 
 
 def format_changes(changes: list[Change]) -> str:

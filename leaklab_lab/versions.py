@@ -85,7 +85,7 @@ def build(cases: list[Case], matrix: list[tuple[str, str, dict[str, Any]]]) -> M
                 marks[change.run, i] = "**"
                 table.changes.append(VerdictChange(case_of(run), change.run, older, newer, change.old, change.new,
                                                    "uncertain" in change.what))
-            elif change.what == f"{run.resource} bytes/step":
+            elif change.what == f"{run.resource} per step":
                 marks.setdefault((change.run, i), "_")
     for key in keys:
         cells = []

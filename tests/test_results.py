@@ -78,13 +78,13 @@ def test_two_identical_runs_compare_clean(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- compare, on made-up files
 def _run(case: str, role: str, verdict: str = "bounded", times: list[float] | None = None,
-         per_step: float = 0.0) -> dict:
+         per_step: float = 0.0, resource: str = "cpu_tensors") -> dict:
     """A run as a results file keeps it, made the way leaklab makes one: a report, to JSON."""
     times = times or [0.010] * 8
     trend = Trend(BOUNDED if verdict == RAISES else verdict, per_step, per_step, 0.0, 1024.0)
     report = Report(device="cpu", steps=len(times), warmup=1, name=f"{case}:{role}", device_name="CPU",
                     step_seconds=times, error="RuntimeError: boom" if verdict == RAISES else None)
-    report.resources["cpu_tensors"] = ResourceResult("cpu_tensors", [0] * (len(times) + 1), trend, 0)
+    report.resources[resource] = ResourceResult(resource, [0] * (len(times) + 1), trend, 0)
     return entry(report, case=case, role=role, script=case)
 
 
@@ -127,7 +127,16 @@ def test_verdict_changes_decide_the_exit_code(tmp_path, capsys, old, new, code):
 def test_bytes_per_step_change_is_reported_not_failed(tmp_path, capsys):
     new = _document(_run("a", "leak", "grows", per_step=3 * 8192.0), _run("a", "fix"))
     code, out, _ = _compare(tmp_path, capsys, _document(*PAIR), new)
-    assert code == 0 and "cpu_tensors bytes/step" in out and "8.0 KiB" in out and "24.0 KiB" in out
+    assert code == 0 and "cpu_tensors per step" in out and "8.0 KiB" in out and "24.0 KiB" in out
+
+
+def test_a_rate_change_is_said_in_its_resources_unit(tmp_path, capsys):
+    """python_objects counts blocks: its rate is never shown in bytes (compare once said `192 B -> 48 B`)."""
+    def document(rate):
+        return _document(_run("a", "leak", "grows", per_step=rate, resource="python_objects"), _run("a", "fix"))
+
+    code, out, _ = _compare(tmp_path, capsys, document(3000.0), document(9000.0))  # above the made-up floor
+    assert code == 0 and "python_objects per step" in out and "3,000 blocks -> 9,000 blocks" in out, out
 
 
 def test_a_missing_run_fails_unless_skipped_for_a_stated_reason(tmp_path, capsys):
