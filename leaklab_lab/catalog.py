@@ -414,6 +414,8 @@ def _suite_logs(root: Path) -> list[str]:
         text = path.read_text(errors="replace")
         outcome = re.findall(r"^=*\s*((?:\d+ failed, )?\d+ passed.*? in [\d.]+s)", text, re.M)
         wall = re.findall(r"^cuda suite wall time: (\d+)s \(workers: (\S+)\)(?: with: (.*))?$", text, re.M)
+        # tools/h200_batch.sh's serial part ends its log with its own line
+        wall += [(seconds, "none", "") for seconds in re.findall(r"^serial cuda suite: exit \d+ in (\d+)s$", text, re.M)]
         if outcome and wall:
             seconds, workers, extra = wall[-1]
             extra = extra.strip()

@@ -304,8 +304,11 @@ def test_a_gpu_suite_log_is_rendered_with_the_arguments_it_ran_with(tmp_path):
     (tmp_path / "results" / "h200-suite-part-torch9.log").write_text(
         tail + "cuda suite wall time: 70s (workers: none) with: -k not\\ slow_case \n")
     (tmp_path / "results" / "h200-suite-cut-torch9.log").write_text(tail)  # no wall time: a run cut short
+    (tmp_path / "results" / "h200-serial-suite-torch9.log").write_text(tail + "serial cuda suite: exit 0 in 84s\n")
     lines = _suite_logs(tmp_path)
     assert lines[1:] == [
+        "  - [h200-serial-suite-torch9.log](results/h200-serial-suite-torch9.log): `python3 -m pytest -m cuda`: "
+        "9 passed, 1 skipped in 80.50s; wall time 84 s",
         "  - [h200-suite-part-torch9.log](results/h200-suite-part-torch9.log): `python3 -m pytest -m cuda` "
         "(arguments added: `-k not\\ slow_case`): 9 passed, 1 skipped in 80.50s; wall time 70 s",
         "  - [h200-suite-torch9.log](results/h200-suite-torch9.log): `python3 -m pytest -m cuda -n 8`: "
