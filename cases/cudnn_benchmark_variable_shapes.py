@@ -28,6 +28,7 @@ def make_step(device: str):
     # A small fully convolutional segmentation network: it accepts images of any size.
     model = nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
         nn.Conv2d(32, 2, 1),
     ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
