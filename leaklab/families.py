@@ -49,7 +49,12 @@ class Rule:
 
 
 _CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defaultdict))\b")
-_HOOKS = re.compile(r"_\w*hooks\w*$|^\.?handlers$|^\.?_?callbacks$")
+_HOOKS = re.compile(r"_\w*hooks\w*$|^\.?handlers$|^\.?_?callbacks$", re.IGNORECASE)  # _CONFIGURE_HOOKS too
+# Registries of callbacks that the standard library and torch keep: what a handle or an entry there
+# keeps stays alive as long as the callback is registered.
+_CALLBACK_TYPES = ("torch.utils.hooks.RemovableHandle", "weakref.finalize")
+# Handles of asynchronous work that keep their result (or its inputs) until dropped.
+_ASYNC_HANDLES = re.compile(r"(^|\.)(_?asyncio\.(Task|Future)|Future|Work)$")
 _CACHE_KEYS = re.compile(r"^\[(torch\.Tensor|torch\.Size|tuple|torch\.nn\.parameter\.Parameter) key\]$")
 # Names of caches, and IPython's output history (``Out``, ``_oh``, ``_``, ``__``, ``_12``).
 # ("memo", not "memory": a replay buffer named memory is a container, not a cache.)
@@ -69,9 +74,25 @@ def _graph(e: Evidence) -> str | None:
 
 def _saved(e: Evidence) -> str | None:
     held = e.held
-    if held is not None and held.kind == "tensor" and "saved tensors" in held.what:
+    if held is None or held.kind != "tensor":
+        return None
+    if "saved tensors" in held.what:
         return f"kept tensors whose graphs still hold saved activations, in {e.root}"
+    if e.headline == "host_heap" and "autograd graph" in held.what:
+        # The tensors themselves are small; what the heap gains is their graphs' nodes.
+        return f"kept tensors whose autograd graphs grow the heap, in {e.root}"
     return None
+
+
+def _async_handles(e: Evidence) -> str | None:
+    """A container of asynchronous handles (asyncio tasks, futures, collectives' Work) that keeps
+    each one, and with it its result: a container of tensors behind one more link."""
+    links = [link for link in e.links if link.kind != "graph"]
+    box = _first(links[:-1], lambda link: link.kind == "container")
+    handle = _first(links, lambda link: bool(_ASYNC_HANDLES.search(link.type.split(' ')[0])))
+    if box is None or handle is None:
+        return None
+    return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps finished {handle.type.rsplit('.', 1)[-1]} handles with their results"
 
 
 def _hooks(e: Evidence) -> str | None:
@@ -81,6 +102,9 @@ def _hooks(e: Evidence) -> str | None:
                   or link.what.startswith("signal handler"))
     if link is not None:
         return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
+    link = _first(e.links, lambda link: link.type.startswith(_CALLBACK_TYPES))
+    if link is not None:
+        return f"callbacks registered every step ({link.type.split(' ')[0].rsplit('.', 1)[-1]} entries kept by {e.root})"
     if e.links and e.links[0].what == "the step" and e.links[0].name.startswith("signal handler"):
         return f"a {e.links[0].name} that keeps what grows"
     return None
@@ -126,7 +150,7 @@ def _own_processes(e: Evidence) -> str | None:
     a Process, a Manager) and no DataLoader: the step's own processes, not a loader's workers."""
     if e.headline not in _CHILDREN or any("torch.utils.data" in link.type for link in e.links):
         return None
-    link = _first(e.links, lambda link: link.type.startswith(("multiprocessing.", "concurrent.futures.")))
+    link = _first(e.links, lambda link: link.type.startswith(("multiprocessing.", "concurrent.futures.", "subprocess.")))
     return f"child processes of a {link.type.split(' ')[0]} kept by {e.root}" if link else None
 
 
@@ -203,10 +227,11 @@ RULES: tuple[Rule, ...] = (
     Rule(("threads_not_joined",), "threads", _kind("thread", "threads")),
     Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
     Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),
+    Rule(("container_keeps_tensors",), "container", _async_handles),
+    Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),
     Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object"))),
     Rule(("container_keeps_tensors",), "container", _container),
     Rule(("threads_not_joined",), "threads", _resource(("threads",), "threads grow")),
-    Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),
     Rule(("mapped_files_kept",), "mappings", _resource(("mapped_files", "mapped_file_bytes"), "file mappings grow")),
     Rule(("allocator_caching",), "allocator", _allocator),
     Rule(("allocator_caching", "cache_by_argument"), "allocator",
@@ -216,12 +241,21 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# Rules that name a holder specific enough that two leaks decided by the same one are the same
+# mistake whatever else differs (a single process or several ranks): the others name a kind of
+# holder (a container, a resource) that many mistakes share.
+SPECIFIC = frozenset({"_own_processes", "_hooks", "_workers_iterator", "_lru", "_exception", "_async_handles",
+                      "_records_with_cycles"})
+
+
 @dataclass(frozen=True)
 class Decision:
     families: tuple[str, ...]    # () where the evidence names none
     holder: str | None
     why: str
     bounded: str | None = None   # the holder is bounded by construction: a plateau, not a leak
+    kept: str | None = None      # a registry's: what it keeps ("module", "optimizer", else the type's name)
+    rule: str | None = None      # the rule that decided, where it names a specific holder (see SPECIFIC)
 
 
 def decide(evidence: Evidence) -> Decision:
@@ -230,11 +264,26 @@ def decide(evidence: Evidence) -> Decision:
     for rule in RULES:
         why = rule.test(evidence)
         if why:
-            return Decision(rule.families, rule.holder, why, bounded)
+            kept = _kept(evidence) if rule.families == ("registry_keeps_objects",) else None
+            name = rule.test.__name__
+            return Decision(rule.families, rule.holder, why, bounded, kept, name if name in SPECIFIC else None)
     chain = evidence.chain
     why = (f"held by {chain}" if chain is not None and chain.found
            else chain.missing if chain is not None and chain.missing else "nothing names what holds it")
     return Decision((), None, why or "", bounded)
+
+
+def _kept(e: Evidence) -> str | None:
+    """What a registry keeps: the first model, optimizer or other object below its container. A
+    registry of loggers and one of models are different mistakes with different fixes."""
+    links = [link for link in e.links if link.kind != "graph"]
+    for i, above in enumerate(links[:-1]):
+        if above.kind == "container" or _CONTAINERS.match(above.type):
+            kept = next((link for link in links[i + 1:] if link.kind in ("module", "optimizer", "object")), None)
+            if kept is not None:
+                return kept.kind if kept.kind != "object" else kept.type.split(" ")[0].rsplit(".", 1)[-1]
+    held = e.held
+    return held.kind if held is not None and held.kind in ("module", "optimizer") else None
 
 
 def _bounded(links: list[Link]) -> str | None:
@@ -245,4 +294,4 @@ def _bounded(links: list[Link]) -> str | None:
     return f"{link.name or link.type.split(' ')[0]} is bounded by construction ({size.group(0)}): a plateau, not a leak"
 
 
-__all__ = ["Decision", "Evidence", "RULES", "Rule", "decide"]
+__all__ = ["Decision", "Evidence", "RULES", "Rule", "SPECIFIC", "decide"]

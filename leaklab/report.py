@@ -321,10 +321,19 @@ class Report:
             why = f"; {first['why']}" if first.get("why") else ""
             line += f"; resembles {first['slug']} ({first['title']}{why}): {first['link']}"
         elif self.resembles == [] and self.verdict == GROWS:
-            line += "; resembles no catalog entry closely"
+            line += "; resembles no catalog entry closely" + self._family_named()
         if self.signature and self.signature.get("bounded"):
             line += f"; {self.signature['bounded']}"
         return line
+
+    def _family_named(self) -> str:
+        """The one family the evidence named where no entry of it is close: what kind of mistake
+        it is, without a fix that is not its own."""
+        families = (self.signature or {}).get("families") or []
+        if len(families) != 1:
+            return ""
+        why = self.signature.get("why")
+        return f" (the evidence names the family {families[0]}{': ' + why if why else ''})"
 
     def curve(self, width: int = 40) -> str:
         """Per-step table of every resource, relative to the baseline, with a bar for the main one."""
@@ -371,7 +380,7 @@ class Report:
                         + (f"\n      why: {entry['why']}" if entry.get("why") else "")
                         + f"\n      fix: {entry['fix']}\n      {entry['link']}" for entry in self.resembles)
         elif self.resembles == [] and self.verdict == GROWS:
-            rows.append("resembles no catalog entry closely")
+            rows.append("resembles no catalog entry closely" + self._family_named())
         return "\n".join(rows)
 
     def to_json(self) -> dict[str, Any]:

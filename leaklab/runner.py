@@ -205,12 +205,13 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
         # factory started and outlives the step is the process's (leaklab.children), stopped at its exit.
         children = stop_children(children_before | built, options.child_wait)
         kept = leave_to_process(built - children_before)
-    return resemble(run.report(children, kept))
+    return resemble(run.report(children, kept), options.ranks.world if options.ranks is not None else 1)
 
 
-def resemble(report: Report) -> Report:
-    """The report with its signature and the catalog entries it resembles, where it grows or plateaus."""
-    found = signature.signature(report)
+def resemble(report: Report, ranks: int = 1) -> Report:
+    """The report with its signature and the catalog entries it resembles, where it grows or
+    plateaus; ``ranks``: the ranks checked together (under torchrun)."""
+    found = signature.signature(report, ranks)
     if found is None:
         return report
     return dataclasses.replace(report, signature=found.to_json(),

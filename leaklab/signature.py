@@ -39,7 +39,8 @@ HOLDERS = ("autograd_history", "hook_dict", "cache", "container", "workers", "th
 HELD = ("tensor", "module", "optimizer", "callable", "exception", "object")
 
 # How much each part of a signature counts towards similarity.
-WEIGHTS = {"headline": 3.0, "resources": 2.0, "rate": 1.0, "holder": 2.0, "held": 2.0, "garbage": 0.5, "pattern": 0.5}
+WEIGHTS = {"headline": 3.0, "resources": 2.0, "rate": 1.0, "holder": 2.0, "held": 2.0, "garbage": 0.5, "pattern": 0.5,
+           "rule": 3.0}
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class Signature:
     families: tuple[str, ...] | None = None                  # decided from the evidence (None: no evidence kept)
     why: str | None = None                                   # the evidence, in a few words
     bounded: str | None = None                               # the holder is bounded by construction
+    kept: str | None = None                                  # what a registry keeps (leaklab.families)
+    ranks: int = 1                                           # the ranks checked together (torchrun)
+    rule: str | None = None                                  # the specific family rule that decided, if one did
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -62,9 +66,9 @@ class Signature:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Signature:
         families = data.get("families")
-        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded")},
+        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule")},
                    grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")),
-                   families=tuple(families) if families is not None else None)
+                   families=tuple(families) if families is not None else None, ranks=int(data.get("ranks") or 1))
 
 
 _HELD = {"tensor": "tensor", "module": "module", "optimizer": "optimizer", "callable": "callable",
@@ -82,11 +86,12 @@ def evidence(report: Any) -> Evidence:
     return Evidence(chain, report.resource, growing, garbage)
 
 
-def signature(report: Any) -> Signature | None:
+def signature(report: Any, ranks: int = 1) -> Signature | None:
     """The signature of a report whose verdict is grows or plateau (None otherwise). The holder
     and the family come from the holder chain (:mod:`leaklab.holders`) by the rules of
     :mod:`leaklab.families`; a report made before chains were named (no ``holder`` in its JSON)
-    where the growth is in Python's objects has no family evidence (``families`` None)."""
+    where the growth is in Python's objects has no family evidence (``families`` None).
+    ``ranks``: how many ranks the check ran on together (under torchrun)."""
     if report.verdict not in (GROWS, PLATEAU):
         return None
     growing = {name: result for name, result in report.resources.items()
@@ -104,7 +109,7 @@ def signature(report: Any) -> Signature | None:
     families = None if unmeasured else decision.families
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
-                     decision.why, decision.bounded)
+                     decision.why, decision.bounded, decision.kept, ranks, decision.rule)
 
 
 def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str | None) -> Signature:
@@ -115,7 +120,7 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
     found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage)
     decision = decide(found)
     held = found.held
-    return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded,
+    return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
                    holder=decision.holder or mine.holder,
                    held=_HELD.get(held.kind, "object") if held is not None else mine.held)
 
@@ -135,7 +140,8 @@ def _pattern(report: Any, headline: str | None) -> str | None:
 def similarity(a: Signature, b: Signature) -> float:
     """How alike two signatures are, from 0 to 1, weighted by :data:`WEIGHTS`: the resource a
     leak lives in counts in full where both name it, half where it only grows in the other; a
-    part one of them knows and the other does not counts against them at half its weight."""
+    part one of them knows and the other does not counts against them at half its weight; the
+    specific family rule that decided (:data:`leaklab.families.SPECIFIC`) counts where either has one."""
     score = total = 0.0
     total += WEIGHTS["headline"]
     if a.headline == b.headline:
@@ -155,6 +161,9 @@ def similarity(a: Signature, b: Signature) -> float:
             score += WEIGHTS[part] * (mine == theirs)
         elif mine is not None or theirs is not None:
             total += WEIGHTS[part] / 2
+    if a.rule or b.rule:  # a specific holder (a hook registry, handles of async work) named in one or both
+        total += WEIGHTS["rule"]
+        score += WEIGHTS["rule"] * (a.rule == b.rule)
     total += WEIGHTS["garbage"]
     score += WEIGHTS["garbage"] * (a.garbage == b.garbage)
     if a.pattern and b.pattern:
@@ -211,15 +220,25 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
 
     The family comes first: where the evidence named one (``mine.families``), only its entries
     are ranked, and none where it named none. A signature without evidence (a run made before
-    holder chains) is ranked against every entry, as before."""
+    holder chains) is ranked against every entry, as before. Some facts rule an entry out rather
+    than lower its score: an entry whose case needs a device (cuDNN, pinned memory) is named only
+    for a check on that device; an entry of several ranks (a process group, a gather to rank 0) is
+    named only for a check of several ranks, unless the same specific rule decided both (a list
+    of finished async handles is that, on one rank or many); a registry's entry only where the
+    registry keeps the same kind of object (models are not loggers)."""
     if mine is None or mine.families == ():
         return []
     entries = load_entries() if entries is None else entries
+    kind = (device or "").split(":")[0]
+    entries = [entry for entry in entries if not kind or kind in entry.get("devices", [kind])]
+    entries = [entry for entry in entries
+               if entry.get("ranks", 1) <= mine.ranks or (mine.rule and entry["signature"].get("rule") == mine.rule)]
     close = CLOSE_ENOUGH
     if mine.families is not None:
         entries = [entry for entry in entries if entry.get("family") in mine.families]
         close = FAMILY_CLOSE
-    kind = (device or "").split(":")[0]
+    if mine.kept is not None:
+        entries = [entry for entry in entries if entry["signature"].get("kept") == mine.kept]
     best: dict[str, tuple[float, dict[str, Any]]] = {}
     for entry in entries:
         if entry["slug"] == exclude:

@@ -554,10 +554,11 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
            + ", ".join(f"[{name}](results/{name})" for name in signatures["generated_from"]) + "). "
            "The family is decided first, from what holds the growth (the holder chain, by the rules of "
            "`leaklab/families.py`), and only then the closest entry within it. "
-           "A suggestion counts when its family (see [Families](CATALOG.md#families)) is the leak's own; "
+           "A suggestion counts when its family (see [Families](CATALOG.md#families)) is the leak's own; where nothing is "
+           "close, the family the evidence named counts (the check says it beside \"resembles no catalog entry closely\"); "
            "for held-out steps, the first suggestion is also checked against the entry a reader would pick, "
            "and, for a step whose mechanism has no entry, the answer should be that nothing is close.", "",
-           "| test | device | runs counted | first suggestion in the right family | one of the first three | nothing close | "
+           "| test | device | runs counted | family right (first suggestion, or the evidence's where nothing is close) | one of the first three | nothing close | "
            "right entry first (of those with one) | nothing close (of those with no entry) | "
            "not counted (no other entry of its family) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for device in sorted({entry["device"] for entry in signatures["entries"]}):
@@ -584,7 +585,7 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
                    for name, row in summary["rows"].items() if not row["first"]]
     out.append("")
     if misses:
-        out += ["Held-out steps whose first suggestion was not of their family:", "", *misses, ""]
+        out += ["Held-out steps whose family was named wrong (or not at all):", "", *misses, ""]
     return out
 
 

@@ -299,7 +299,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary = fresh_steps(device, progress=lambda name, row: print(
             f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
         for label, counts in [("", summary), *((f"round {r}: ", c) for r, c in summary.get("rounds", {}).items())]:
-            print(f"{label}first suggestion of the right family: {counts['first']} of {counts['counted']}; "
+            print(f"{label}family named right: {counts['first']} of {counts['counted']}; "
                   f"one of the first three: {counts['top3']} of {counts['counted']}; "
                   f"the right entry first: {counts['entry_first']} of {counts['entry_counted']}; "
                   f"nothing close where the catalog has no entry: {counts['no_entry_none']} of {counts['no_entry_counted']}")

@@ -4,7 +4,8 @@
   committed results (the files :data:`leaklab_lab.figures.FIGURE_SOURCES` names), never by hand;
   ``leaklab catalog`` writes them beside the tool (:data:`leaklab.signature.SIGNATURES_PATH`).
 - :func:`leave_one_out` matches every entry's leak run against the others, its own entry left out,
-  and counts the first suggestion, and any of the first three, that share its family.
+  and counts the first suggestion, and any of the first three, that share its family (where
+  nothing is close, the family the evidence named).
 - :func:`fresh_steps` runs held-out leaky steps written from public reports
   (tests/data/fresh_steps.py, never catalog cases) and counts the same against the family a
   reader would pick; ``leaklab bench --matching`` keeps the figures in a results file. The
@@ -48,11 +49,12 @@ def catalog_signatures(cases: list[Case], results: list[tuple[str, dict[str, Any
             continue
         for case in cases:
             leak = next((run for run in case_runs(document, case.slug) if role_of(run) == "leak"), None)
-            found = signature(leak) if leak is not None and leak.error is None else None
+            ranks = int(leak.labels.get("world_size") or 1) if leak is not None else 1
+            found = signature(leak, ranks) if leak is not None and leak.error is None else None
             if found is None:
                 continue
             entries.append({"slug": case.slug, "title": case.meta["title"], "family": case.family.name, "fix": fix_line(case),
-                            "device": device, "signature": found.to_json(),
+                            "device": device, "signature": found.to_json(), "ranks": ranks, "devices": case.devices,
                             # whether its run named a holder chain (runs made before chains did not)
                             "chains": leak.holder is not None or leak.holder_missing is not None})
     return {"generated_from": sorted(name for name in FIGURE_SOURCES.values() if name in by_name), "entries": entries}
@@ -62,9 +64,15 @@ def signatures_text(cases: list[Case], results: list[tuple[str, dict[str, Any]]]
     return json.dumps(catalog_signatures(cases, results), indent=1, sort_keys=True) + "\n"
 
 
-def _hits(family: str, suggestions: list[Any]) -> tuple[bool, bool]:
+def _hits(family: str, suggestions: list[Any], decided: Signature | None) -> tuple[bool, bool]:
+    """Whether the family named is ``family``: the first suggestion's (and any of the first
+    three's); where nothing is close, the one family the evidence named (the check says it:
+    "resembles no catalog entry closely (the evidence names FAMILY ...)")."""
     families = [s.family for s in suggestions[:SHOWN]]
-    return bool(families) and families[0] == family, family in families
+    if not families:
+        named = decided is not None and decided.families is not None and tuple(decided.families) == (family,)
+        return named, named
+    return families[0] == family, family in families
 
 
 def leave_one_out(entries: list[dict[str, Any]], device: str) -> dict[str, Any]:
@@ -76,9 +84,9 @@ def leave_one_out(entries: list[dict[str, Any]], device: str) -> dict[str, Any]:
         if entry["device"] != device:
             continue
         siblings = {e["slug"] for e in entries if e["family"] == entry["family"] and e["slug"] != entry["slug"]}
-        found = resemble(Signature.from_json(entry["signature"]), entries, device=device, exclude=entry["slug"],
-                         shown=SHOWN)
-        first, any_of_three = _hits(entry["family"], found)
+        mine = Signature.from_json(entry["signature"])
+        found = resemble(mine, entries, device=device, exclude=entry["slug"], shown=SHOWN)
+        first, any_of_three = _hits(entry["family"], found, mine)
         rows[entry["slug"]] = {"family": entry["family"], "has_sibling": bool(siblings),
                                "suggested": [[s.slug, s.family, s.score] for s in found],
                                "first": first, "top3": any_of_three}
@@ -119,9 +127,10 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
     rows = {}
     for name, family in families.items():
         report: Report = run_script(FRESH_STEPS, name, device, RunOptions())
-        found = (resemble(signature(report), entries, device=device, shown=SHOWN) if entries is not None
+        mine = signature(report)
+        found = (resemble(mine, entries, device=device, shown=SHOWN) if entries is not None
                  else [Resemblance.from_json(r) for r in report.resembles or []])
-        first, any_of_three = _hits(family, found)
+        first, any_of_three = _hits(family, found, mine)
         rows[name] = {"family": family, "verdict": report.verdict, "summary": report.summary(),
                       "signature": report.signature, "device": device, "holder": report.holder,
                       "holder_missing": report.holder_missing,
@@ -148,7 +157,7 @@ def rematch(summary: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str,
         if mine is not None:
             mine = redecide(mine, row.get("holder"), row.get("holder_missing"))
         found = resemble(mine, entries, device=row.get("device"), shown=SHOWN)
-        first, any_of_three = _hits(row["family"], found)
+        first, any_of_three = _hits(row["family"], found, mine)
         rows[name] = {**row, "suggested": [[s.slug, s.family, s.score] for s in found], "first": first,
                       "top3": any_of_three}
     return _rates(rows)

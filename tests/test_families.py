@@ -91,3 +91,43 @@ def test_growth_in_a_pools_processes_is_the_steps_own_processes_not_a_loaders_wo
     loader = _chain(ROOT, ("item", "[*]", "torch.utils.data.dataloader._MultiProcessingDataLoaderIter", "object"),
                     ("attribute", "._workers", "list", "container"), ("item", "[*]", "multiprocessing.context.Process", "object"))
     assert "dataloader_workers" in decide(Evidence(loader, "worker_memory", frozenset({"worker_memory"}))).families
+
+
+# The rules added after rounds 1-3 of tests/data/fresh_steps.py were measured (round 4 was
+# written blind to them): each on the chain of the step that motivated it.
+NEW_CASES = [
+    # configure_hook_per_call: a library's global hook list, named in capitals
+    ("registered_callbacks", "python_objects", _chain(("module global", "lib._CONFIGURE_HOOKS", "list", "container"),
+                                                      ("grown", "[*]", "tuple", "container"))),
+    # post_backward_hooks_every_iteration: the hooks' handles kept
+    ("registered_callbacks", "python_objects", _chain(ROOT, ("item", "[*]", "tuple", "container"),
+                                                      ("grown", "[*]", "torch.utils.hooks.RemovableHandle", "object"))),
+    # finalizer_bound_method: weakref.finalize's registry
+    ("registered_callbacks", "cpu_tensors", _chain(("class attribute", "weakref.finalize.?", "dict", "container"),
+                                                   ("item", "[weakref.finalize key]", "weakref.finalize._Info", "object"),
+                                                   ("attribute", ".func", "method", "callable"), TENSOR)),
+    # jobs_never_waited: subprocess's children kept
+    ("processes", "children", _chain(ROOT, ("item", "[*]", "dict", "container"),
+                                     ("grown", "['process']", "subprocess.Popen", "object"))),
+    # finished_request_tasks_kept: finished asyncio tasks keep their results
+    ("container_keeps_tensors", "cpu_tensors", _chain(ROOT, ("item", "[*]", "_asyncio.Task", "object"), TENSOR)),
+    # queue_and_process_per_test: descriptors grow, held by process objects in a list
+    ("descriptors_not_closed", "open_fds", _chain(ROOT, ("item", "[*]", "multiprocessing.context.ForkProcess", "object"),
+                                                  ("grown", "._weakref", "weakref.ReferenceType", "object"))),
+    # a loss kept with its graph where the heap (the graph's nodes) is what grows
+    ("autograd_history", "host_heap", _chain(ROOT, ("grown, with an autograd graph", "[*]", "torch.Tensor", "tensor"))),
+]
+
+
+@pytest.mark.parametrize(("family", "headline", "chain"), NEW_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(NEW_CASES)])
+def test_the_rules_added_after_round_3(family, headline, chain):
+    decision = decide(Evidence(chain, headline, frozenset({headline})))
+    assert decision.families == (family,) and decision.why
+
+
+def test_a_registry_says_what_it_keeps():
+    loggers = _chain(("module global", "logging.root", "logging.RootLogger", "object"),
+                     ("attribute", ".loggerDict", "dict", "container"), ("grown", "['a.1']", "logging.Logger", "object"))
+    models = _chain(ROOT, ("item", "[*]", "torch.nn.modules.container.Sequential", "module"), TENSOR)
+    assert decide(Evidence(loggers, "python_objects", frozenset())).kept == "Logger"
+    assert decide(Evidence(models, "cpu_tensors", frozenset())).kept == "module"

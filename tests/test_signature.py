@@ -98,3 +98,30 @@ def test_every_output_carries_the_holder_chain(reports):
     opens = reports["opens_files"]  # a descriptor with no Python object: said, not silent
     assert opens.holder is None and opens.holder_missing.startswith("not found")
     assert "holder not found" in opens.summary()
+
+
+def _entry(slug, family, sig, **extra):
+    return {"slug": slug, "title": slug, "family": family, "fix": "", "device": "cpu", "signature": sig.to_json(), **extra}
+
+
+def test_an_entry_of_several_ranks_or_another_kept_kind_or_device_is_never_named():
+    from leaklab.signature import Signature, resemble
+
+    mine = Signature({"cpu_tensors": 4.0}, "cpu_tensors", "container", "tensor", families=("container_keeps_tensors",))
+    ranked = _entry("gathered", "container_keeps_tensors", mine, ranks=2)
+    plain = _entry("features", "container_keeps_tensors", mine)
+    assert [r.slug for r in resemble(mine, [ranked, plain], device="cpu")] == ["features"]
+    # the same specific rule lifts the ranks' bar: handles of async work, on one rank or two
+    handles = Signature({"cpu_tensors": 4.0}, "cpu_tensors", "container", "tensor", families=("container_keeps_tensors",),
+                        rule="_async_handles")
+    assert [r.slug for r in resemble(handles, [_entry("work", "container_keeps_tensors", handles, ranks=2), plain],
+                                     device="cpu")][0] == "work"
+    # a registry of loggers is not a registry of models
+    loggers = Signature({"python_objects": 1.0}, "python_objects", "container", "object",
+                        families=("registry_keeps_objects",), kept="Logger")
+    models = Signature({"python_objects": 1.0}, "python_objects", "container", "object",
+                       families=("registry_keeps_objects",), kept="module")
+    assert resemble(loggers, [_entry("model_rebuild", "registry_keeps_objects", models)], device="cpu") == []
+    assert resemble(models, [_entry("model_rebuild", "registry_keeps_objects", models)], device="cpu")
+    # an entry whose case needs CUDA is not named for a CPU run
+    assert resemble(mine, [_entry("pinned", "container_keeps_tensors", mine, devices=["cuda"])], device="cpu") == []
