@@ -535,8 +535,9 @@ _BEFORE_CHAINS = " (runs measured before holder chains: the family from the reso
 # The held-out rounds of tests/data/fresh_steps.py (its ROUND): the family rules were fixed after
 # round 1 showed their misreadings, so only later rounds still measure steps nothing was tuned to.
 _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer held out)",
-           "2": "round 2 (held out from the family fixes)",
-           "3": "round 3 (held out, written blind to the rules)"}
+           "2": "round 2 (written after round 1's fixes; the rules of 2026-12-04 were fixed on its misses too: no longer held out)",
+           "3": "round 3 (written blind to the rules; the rules of 2026-12-04 were fixed on its misses too: no longer held out)",
+           "4": "round 4 (written blind to the rules of 2026-12-04, measured once after them: held out)"}
 
 
 def _round_of(row: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ def test_every_fresh_step_has_a_round_and_round_2_has_answers_for_family_and_res
     assert sum(1 for name in second if name in module.ENTRY and module.ENTRY[name] is None) >= 3
 
 
-def test_round_2_is_rendered_on_a_row_of_its_own_labelled_held_out():
+def test_each_round_is_rendered_on_a_row_of_its_own_with_its_label():
     module = load_script(FRESH_STEPS)
     one = next(name for name, r in module.ROUND.items() if r == 1)
     two = [name for name, r in module.ROUND.items() if r == 2][:2]
@@ -42,6 +42,6 @@ def test_round_2_is_rendered_on_a_row_of_its_own_labelled_held_out():
     lines = _matching({"generated_from": [], "entries": []}, [("m.json", document)])
     table = [line for line in lines if line.startswith("| held-out steps")]
     assert len(table) == 3, table  # the totals, round 1, round 2
-    held_out = [line for line in table if "round 2 (held out from the family fixes)" in line]
+    held_out = [line for line in table if "round 2 (written after round 1's fixes;" in line]
     assert len(held_out) == 1 and "| 2 | 0 |" in held_out[0], held_out
     assert any(f"`{two[0]}` (CPU (torch 2.14.1), round 2," in line for line in lines)
