@@ -46,6 +46,11 @@ class Rule:
     families: tuple[str, ...]
     holder: str                                   # the holder's kind, as a signature keeps it
     test: Callable[[Evidence], str | None]       # why the rule applies, in a few words, or None
+    # Where it names a holder specific enough that two leaks it decides are the same mistake
+    # whatever else differs (one process or several ranks); most name a kind of holder (a
+    # container, a resource) that many mistakes share.
+    specific: bool = False
+    kept: Callable[[Evidence], str | None] | None = None   # a registry's: what it keeps
 
 
 _CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defaultdict))\b")
@@ -124,22 +129,44 @@ def _cache(e: Evidence) -> str | None:
     return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None
 
 
+def _registry(e: Evidence, kinds: tuple[str, ...]) -> tuple[Link | None, Link] | None:
+    """The container (None where the holder itself is kept) and the first object of ``kinds``
+    below it: a registry that keeps whole objects, or None."""
+    links = [link for link in e.links if link.kind != "graph"]
+    for i, above in enumerate(links[:-1]):
+        if not (above.kind == "container" or _CONTAINERS.match(above.type)) or _MODULE_TABLES.match(above.name):
+            continue
+        kept = next((link for link in links[i + 1:] if link.kind in kinds), None)
+        if kept is not None:
+            return above, kept
+    held = e.held
+    return (None, held) if held is not None and held.kind in kinds and held.kind != "object" else None
+
+
 def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
     """A container that keeps whole objects of ``kinds`` (models, optimizers, a user's records)
     which hold what grows: a registry, not a list of tensors."""
     def test(e: Evidence) -> str | None:
-        links = [link for link in e.links if link.kind != "graph"]
-        for i, above in enumerate(links[:-1]):
-            if not (above.kind == "container" or _CONTAINERS.match(above.type)) or _MODULE_TABLES.match(above.name):
-                continue
-            kept = next((link for link in links[i + 1:] if link.kind in kinds), None)
-            if kept is not None:
-                return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
-        held = e.held
-        if held is not None and held.kind in kinds and held.kind != "object":
-            return f"{held.kind}s kept by {e.root}"
-        return None
+        found = _registry(e, kinds)
+        if found is None:
+            return None
+        above, kept = found
+        if above is None:
+            return f"{kept.kind}s kept by {e.root}"
+        return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
     return test
+
+
+def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
+    """What the registry of :func:`_registry_of` keeps: "module", "optimizer", else the type's
+    name. A registry of loggers and one of models are different mistakes with different fixes."""
+    def kept(e: Evidence) -> str | None:
+        found = _registry(e, kinds)
+        if found is None:
+            return None
+        link = found[1]
+        return link.kind if link.kind != "object" else link.type.split(" ")[0].rsplit(".", 1)[-1]
+    return kept
 
 
 _CHILDREN = ("shared_memory", "worker_memory", "children")
@@ -212,24 +239,26 @@ def _garbage(e: Evidence) -> str | None:
 # keeps to reach them; otherwise evidence from the objects (the chain) comes before evidence
 # from the resource: a hook dict is a hook dict whatever memory it fills.
 RULES: tuple[Rule, ...] = (
-    Rule(("processes",), "workers", _own_processes),
+    Rule(("processes",), "workers", _own_processes, specific=True),
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("autograd_history",), "autograd_history", _graph),
-    Rule(("registered_callbacks",), "hook_dict", _hooks),
-    Rule(("dataloader_workers",), "workers", _workers_iterator),
-    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer"))),
-    Rule(("cache_by_argument",), "cache", _lru),
+    Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),
+    Rule(("dataloader_workers",), "workers", _workers_iterator, specific=True),
+    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer")),
+         kept=_kept_by(("module", "optimizer"))),
+    Rule(("cache_by_argument",), "cache", _lru, specific=True),
     Rule(("cache_by_argument",), "cache", _cache),
-    Rule(("container_keeps_tensors",), "container", _exception),
+    Rule(("container_keeps_tensors",), "container", _exception, specific=True),
     Rule(("autograd_history",), "autograd_history", _saved),
-    Rule(("cyclic_garbage",), "garbage", _records_with_cycles),
+    Rule(("cyclic_garbage",), "garbage", _records_with_cycles, specific=True),
     # What is held, where it is a thread, a file or a mapping, before the objects that hold it.
     Rule(("threads_not_joined",), "threads", _kind("thread", "threads")),
     Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
     Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),
-    Rule(("container_keeps_tensors",), "container", _async_handles),
+    Rule(("container_keeps_tensors",), "container", _async_handles, specific=True),
     Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),
-    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object"))),
+    Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object")),
+         kept=_kept_by(("module", "optimizer", "object"))),
     Rule(("container_keeps_tensors",), "container", _container),
     Rule(("threads_not_joined",), "threads", _resource(("threads",), "threads grow")),
     Rule(("mapped_files_kept",), "mappings", _resource(("mapped_files", "mapped_file_bytes"), "file mappings grow")),
@@ -241,13 +270,6 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-# Rules that name a holder specific enough that two leaks decided by the same one are the same
-# mistake whatever else differs (a single process or several ranks): the others name a kind of
-# holder (a container, a resource) that many mistakes share.
-SPECIFIC = frozenset({"_own_processes", "_hooks", "_workers_iterator", "_lru", "_exception", "_async_handles",
-                      "_records_with_cycles"})
-
-
 @dataclass(frozen=True)
 class Decision:
     families: tuple[str, ...]    # () where the evidence names none
@@ -255,7 +277,7 @@ class Decision:
     why: str
     bounded: str | None = None   # the holder is bounded by construction: a plateau, not a leak
     kept: str | None = None      # a registry's: what it keeps ("module", "optimizer", else the type's name)
-    rule: str | None = None      # the rule that decided, where it names a specific holder (see SPECIFIC)
+    rule: str | None = None      # the rule that decided, where it is specific (Rule.specific)
 
 
 def decide(evidence: Evidence) -> Decision:
@@ -264,26 +286,12 @@ def decide(evidence: Evidence) -> Decision:
     for rule in RULES:
         why = rule.test(evidence)
         if why:
-            kept = _kept(evidence) if rule.families == ("registry_keeps_objects",) else None
-            name = rule.test.__name__
-            return Decision(rule.families, rule.holder, why, bounded, kept, name if name in SPECIFIC else None)
+            kept = rule.kept(evidence) if rule.kept is not None else None
+            return Decision(rule.families, rule.holder, why, bounded, kept, rule.test.__name__ if rule.specific else None)
     chain = evidence.chain
     why = (f"held by {chain}" if chain is not None and chain.found
            else chain.missing if chain is not None and chain.missing else "nothing names what holds it")
     return Decision((), None, why or "", bounded)
-
-
-def _kept(e: Evidence) -> str | None:
-    """What a registry keeps: the first model, optimizer or other object below its container. A
-    registry of loggers and one of models are different mistakes with different fixes."""
-    links = [link for link in e.links if link.kind != "graph"]
-    for i, above in enumerate(links[:-1]):
-        if above.kind == "container" or _CONTAINERS.match(above.type):
-            kept = next((link for link in links[i + 1:] if link.kind in ("module", "optimizer", "object")), None)
-            if kept is not None:
-                return kept.kind if kept.kind != "object" else kept.type.split(" ")[0].rsplit(".", 1)[-1]
-    held = e.held
-    return held.kind if held is not None and held.kind in ("module", "optimizer") else None
 
 
 def _bounded(links: list[Link]) -> str | None:
@@ -294,4 +302,4 @@ def _bounded(links: list[Link]) -> str | None:
     return f"{link.name or link.type.split(' ')[0]} is bounded by construction ({size.group(0)}): a plateau, not a leak"
 
 
-__all__ = ["Decision", "Evidence", "RULES", "Rule", "SPECIFIC", "decide"]
+__all__ = ["Decision", "Evidence", "RULES", "Rule", "decide"]

@@ -141,7 +141,7 @@ def similarity(a: Signature, b: Signature) -> float:
     """How alike two signatures are, from 0 to 1, weighted by :data:`WEIGHTS`: the resource a
     leak lives in counts in full where both name it, half where it only grows in the other; a
     part one of them knows and the other does not counts against them at half its weight; the
-    specific family rule that decided (:data:`leaklab.families.SPECIFIC`) counts where either has one."""
+    specific family rule that decided (``Rule.specific``) counts where either has one."""
     score = total = 0.0
     total += WEIGHTS["headline"]
     if a.headline == b.headline:
@@ -232,7 +232,7 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
     kind = (device or "").split(":")[0]
     entries = [entry for entry in entries if not kind or kind in entry.get("devices", [kind])]
     entries = [entry for entry in entries
-               if entry.get("ranks", 1) <= mine.ranks or (mine.rule and entry["signature"].get("rule") == mine.rule)]
+               if entry["signature"].get("ranks", 1) <= mine.ranks or (mine.rule and entry["signature"].get("rule") == mine.rule)]
     close = CLOSE_ENOUGH
     if mine.families is not None:
         entries = [entry for entry in entries if entry.get("family") in mine.families]

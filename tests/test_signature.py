@@ -105,16 +105,18 @@ def _entry(slug, family, sig, **extra):
 
 
 def test_an_entry_of_several_ranks_or_another_kept_kind_or_device_is_never_named():
+    from dataclasses import replace
+
     from leaklab.signature import Signature, resemble
 
     mine = Signature({"cpu_tensors": 4.0}, "cpu_tensors", "container", "tensor", families=("container_keeps_tensors",))
-    ranked = _entry("gathered", "container_keeps_tensors", mine, ranks=2)
+    ranked = _entry("gathered", "container_keeps_tensors", replace(mine, ranks=2))
     plain = _entry("features", "container_keeps_tensors", mine)
     assert [r.slug for r in resemble(mine, [ranked, plain], device="cpu")] == ["features"]
     # the same specific rule lifts the ranks' bar: handles of async work, on one rank or two
     handles = Signature({"cpu_tensors": 4.0}, "cpu_tensors", "container", "tensor", families=("container_keeps_tensors",),
                         rule="_async_handles")
-    assert [r.slug for r in resemble(handles, [_entry("work", "container_keeps_tensors", handles, ranks=2), plain],
+    assert [r.slug for r in resemble(handles, [_entry("work", "container_keeps_tensors", replace(handles, ranks=2)), plain],
                                      device="cpu")][0] == "work"
     # a registry of loggers is not a registry of models
     loggers = Signature({"python_objects": 1.0}, "python_objects", "container", "object",
@@ -125,3 +127,22 @@ def test_an_entry_of_several_ranks_or_another_kept_kind_or_device_is_never_named
     assert resemble(models, [_entry("model_rebuild", "registry_keeps_objects", models)], device="cpu")
     # an entry whose case needs CUDA is not named for a CPU run
     assert resemble(mine, [_entry("pinned", "container_keeps_tensors", mine, devices=["cuda"])], device="cpu") == []
+
+
+def test_where_nothing_is_close_the_answer_still_names_the_family_the_evidence_decided():
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from leaklab.report import report_from_json
+
+    runs = json.loads((Path(__file__).parents[1] / "results" / "cpu-torch2.14.1.json").read_text())["runs"]
+    leak = report_from_json(runs["cpu/feature_list:leak"])
+    why = "a list (make_step.<locals>.feats) that keeps every step's Tensor"
+    named = dataclasses.replace(leak, resembles=[], signature={"families": ["container_keeps_tensors"], "why": why})
+    assert f"resembles no catalog entry closely (the evidence names the family container_keeps_tensors: {why})" in named.summary()
+    assert "the evidence names the family" in named.curve()
+    # two families the evidence cannot tell apart, or none: nothing is named
+    for families in (["dataloader_workers", "processes"], []):
+        unnamed = dataclasses.replace(leak, resembles=[], signature={"families": families, "why": why})
+        assert unnamed.summary().endswith("resembles no catalog entry closely")
