@@ -266,7 +266,7 @@ def describe_tensor(tensor: Any) -> str:
     tensors computed in its own step (activations, which a backward would have freed). A saved
     leaf (the input batch, a weight) is not one: every step's graph shares it."""
     if getattr(tensor, "grad_fn", None) is None:
-        return "grown"
+        return "grown, a view of a larger storage" if _view_of_more(tensor) else "grown"
     from leaklab.attribution import saved_by_autograd
 
     try:
@@ -274,6 +274,16 @@ def describe_tensor(tensor: Any) -> str:
     except Exception:  # noqa: BLE001 - a graph that cannot be read says only that it is there
         saved = []
     return "grown, with a graph that keeps saved tensors" if saved else "grown, with an autograd graph"
+
+
+def _view_of_more(tensor: Any) -> bool:
+    """Whether a kept tensor is a view that keeps at least twice its own bytes alive (a row of a
+    batch keeps the whole batch's storage)."""
+    try:
+        own = tensor.numel() * tensor.element_size()
+        return tensor._base is not None and tensor.untyped_storage().nbytes() >= 2 * max(own, 1)
+    except Exception:  # noqa: BLE001 - a tensor subclass or a meta tensor without storage: not a view we can weigh
+        return False
 
 
 def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None]:

@@ -100,11 +100,23 @@ def _async_handles(e: Evidence) -> str | None:
     return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps finished {handle.type.rsplit('.', 1)[-1]} handles with their results"
 
 
+def _gains_entries(links: list[Link], i: int) -> bool:
+    """Whether the registry at ``links[i]`` is what gains an entry a step: it holds callables, or
+    no list, dict or set below it does (a logger's handler list whose one MemoryHandler buffers
+    every record is not a registry that grows: the buffer is)."""
+    below = links[i + 1:]
+    if below and below[0].kind == "callable":
+        return True
+    return not any(link.kind == "container" and _CONTAINERS.match(link.type) for link in below)
+
+
 def _hooks(e: Evidence) -> str | None:
     # A registry that holds what grew (not the last link: an empty handler list of each new
     # logger is not a registry that gains entries).
-    link = _first(e.links[:-1], lambda link: bool(_HOOKS.search(link.name.rsplit(".", 1)[-1] if link.name else ""))
-                  or link.what.startswith("signal handler"))
+    links = e.links
+    link = next((link for i, link in enumerate(links[:-1])
+                 if (_HOOKS.search(link.name.rsplit(".", 1)[-1] if link.name else "") and _gains_entries(links, i))
+                 or link.what.startswith("signal handler")), None)
     if link is not None:
         return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
     link = _first(e.links, lambda link: link.type.startswith(_CALLBACK_TYPES))
@@ -193,6 +205,12 @@ def _records_with_cycles(e: Evidence) -> str | None:
     return None
 
 
+def _collector_keeps(e: Evidence) -> str | None:
+    """The collector's own list of what it found unreachable (``gc.garbage``): kept there under
+    ``gc.set_debug(gc.DEBUG_SAVEALL)``, or, before Python 3.4, cycles with a ``__del__``."""
+    return "the garbage collector's own list (gc.garbage) keeps every cycle it finds" if e.links and e.links[0].name == "gc.garbage" else None
+
+
 def _exception(e: Evidence) -> str | None:
     link = _first(e.links, lambda link: link.kind == "exception")
     return f"kept exceptions whose frames hold what grows, in {e.root}" if link else None
@@ -241,6 +259,7 @@ def _garbage(e: Evidence) -> str | None:
 RULES: tuple[Rule, ...] = (
     Rule(("processes",), "workers", _own_processes, specific=True),
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
+    Rule(("cyclic_garbage",), "garbage", _collector_keeps, specific=True),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),
     Rule(("dataloader_workers",), "workers", _workers_iterator, specific=True),

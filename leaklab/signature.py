@@ -36,11 +36,11 @@ SHOWN = 3                           # entries named at most
 HOLDERS = ("autograd_history", "hook_dict", "cache", "container", "workers", "threads", "descriptors", "mappings",
            "allocator", "garbage")
 # What is held, read from the type of what the holder gains.
-HELD = ("tensor", "module", "optimizer", "callable", "exception", "object")
+HELD = ("tensor", "view", "module", "optimizer", "callable", "exception", "object")
 
 # How much each part of a signature counts towards similarity.
-WEIGHTS = {"headline": 3.0, "resources": 2.0, "rate": 1.0, "holder": 2.0, "held": 2.0, "garbage": 0.5, "pattern": 0.5,
-           "rule": 3.0}
+WEIGHTS = {"headline": 3.0, "resources": 2.0, "rate": 1.0, "holder": 2.0, "held": 2.0, "box": 1.0, "garbage": 0.5,
+           "pattern": 0.5, "rule": 3.0}
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class Signature:
     kept: str | None = None                                  # what a registry keeps (leaklab.families)
     ranks: int = 1                                           # the ranks checked together (torchrun)
     rule: str | None = None                                  # the specific family rule that decided, if one did
+    box: str | None = None                                   # the type of the container nearest what grew
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -66,13 +67,30 @@ class Signature:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Signature:
         families = data.get("families")
-        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule")},
+        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule", "box")},
                    grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")),
                    families=tuple(families) if families is not None else None, ranks=int(data.get("ranks") or 1))
 
 
 _HELD = {"tensor": "tensor", "module": "module", "optimizer": "optimizer", "callable": "callable",
          "exception": "exception"}
+
+
+def _held(held: Any) -> str | None:
+    """What is held, as a signature keeps it: a kept view of a larger storage is told apart from
+    a tensor kept whole (a row of a batch keeps the batch)."""
+    if held is None:
+        return None
+    kind = _HELD.get(held.kind, "object")
+    return "view" if kind == "tensor" and "view of a larger storage" in held.what else kind
+
+
+def _box(found: Evidence) -> str | None:
+    """The type of the container nearest what grew (a list, a dict, a deque, a library's own),
+    tuples left out (an item's fields, not a container that gains entries)."""
+    links = [link for link in found.links if link.kind != "graph"][:-1]
+    box = next((link for link in reversed(links) if link.kind == "container" and not link.type.startswith("tuple")), None)
+    return box.type.split(" ")[0].rsplit(".", 1)[-1] if box is not None else None
 
 
 def evidence(report: Any) -> Evidence:
@@ -100,8 +118,7 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     headline = report.resource
     found = evidence(report)
     decision = decide(found)
-    held = found.held
-    held_kind = _HELD.get(held.kind, "object") if held is not None else None
+    held_kind = _held(found.held)
     if held_kind is None and headline in ("cpu_tensors", "device_allocated"):
         held_kind = "tensor"
     census = known.BY_NAME[headline].census if headline in known.BY_NAME else None
@@ -109,7 +126,7 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     families = None if unmeasured else decision.families
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
-                     decision.why, decision.bounded, decision.kept, ranks, decision.rule)
+                     decision.why, decision.bounded, decision.kept, ranks, decision.rule, _box(found))
 
 
 def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str | None) -> Signature:
@@ -119,10 +136,8 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
         return mine
     found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage)
     decision = decide(found)
-    held = found.held
     return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
-                   holder=decision.holder or mine.holder,
-                   held=_HELD.get(held.kind, "object") if held is not None else mine.held)
+                   holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found))
 
 
 def _pattern(report: Any, headline: str | None) -> str | None:
@@ -154,7 +169,7 @@ def similarity(a: Signature, b: Signature) -> float:
     if a.headline == b.headline and a.headline in a.grows and b.headline in b.grows:
         total += WEIGHTS["rate"]
         score += WEIGHTS["rate"] * max(0.0, 1 - abs(a.grows[a.headline] - b.grows[b.headline]) / 3)
-    for part in ("holder", "held"):
+    for part in ("holder", "held", "box"):
         mine, theirs = getattr(a, part), getattr(b, part)
         if mine is not None and theirs is not None:
             total += WEIGHTS[part]

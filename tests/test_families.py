@@ -131,3 +131,30 @@ def test_a_registry_says_what_it_keeps():
     models = _chain(ROOT, ("item", "[*]", "torch.nn.modules.container.Sequential", "module"), TENSOR)
     assert decide(Evidence(loggers, "python_objects", frozenset())).kept == "Logger"
     assert decide(Evidence(models, "cpu_tensors", frozenset())).kept == "module"
+
+
+# The rules fixed on round 4's misses (round 5 was written blind to them).
+def test_a_handler_list_is_a_registry_only_where_it_gains_the_entries():
+    """log_records_buffered: one MemoryHandler in a logger's handler list buffers every record;
+    the buffer grows, not the handler list (a handler added per client is the registry that does)."""
+    buffered = _chain(("closure cell", "make_step.<locals>.logger", "logging.Logger", "object"),
+                      ("attribute", ".handlers", "list", "container"),
+                      ("item", "[*]", "logging.handlers.MemoryHandler", "object"),
+                      ("attribute", ".buffer", "list", "container"), ("item", "[*]", "logging.LogRecord", "object"),
+                      ("attribute", ".args", "tuple", "container"), TENSOR)
+    assert "registered_callbacks" not in decide(Evidence(buffered, "cpu_tensors", frozenset({"cpu_tensors"}))).families
+    per_client = _chain(("module global", "lib.null_logger", "logging.Logger", "object"),
+                        ("attribute", ".handlers", "list", "container"), ("grown", "[*]", "logging.NullHandler", "object"))
+    assert decide(Evidence(per_client, "python_objects", frozenset({"python_objects"}))).families == ("registered_callbacks",)
+    hook_keeps_outputs = _chain(("closure cell", "make_step.<locals>.model", "Net", "module"),
+                                ("attribute", "._forward_hooks", "collections.OrderedDict", "container"),
+                                ("item", "[*]", "method", "callable"), ("attribute", ".__self__", "Recorder", "object"),
+                                ("attribute", ".outputs", "list", "container"), TENSOR)
+    assert decide(Evidence(hook_keeps_outputs, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("registered_callbacks",)
+
+
+def test_what_the_collector_keeps_in_gc_garbage_is_cyclic_garbage():
+    """gc_saveall_left_on: gc.set_debug(gc.DEBUG_SAVEALL) keeps every collected cycle in gc.garbage."""
+    chain = _chain(("module global", "gc.garbage", "list", "container"), TENSOR)
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("cyclic_garbage",) and "gc.garbage" in decision.why

@@ -179,6 +179,7 @@ def test_tests_that_cannot_be_repeated(pytester):
     assert "expected bounded" not in result.stdout.str()
 
 
+@pytest.mark.end_to_end  # pytest in a fresh interpreter: run by .ci/run with -m end_to_end
 def test_projects_own_cuda_marker_runs_unchanged(pytester, monkeypatch):
     """Installed as a user installs it (pytest11 entry point, no lab, --strict-markers), leaklab
     neither skips nor claims a project's own ``cuda`` test."""

@@ -187,6 +187,7 @@ print(host_heap_bytes() - heap, resident_anonymous_bytes() - rss)
 """
 
 
+@pytest.mark.end_to_end  # a fresh interpreter with torch: run by .ci/run with -m end_to_end
 @pytest.mark.skipif(not HOST_HEAP_SOURCE.startswith("glibc"), reason="needs glibc's mallinfo2 and /proc")
 def test_host_rss_sees_freed_pages_malloc_keeps_where_the_heap_does_not():
     # In a child process: mallopt changes the allocator for the rest of the process.
@@ -417,6 +418,7 @@ print(report.verdict, "torch._dynamo" in sys.modules)
 """
 
 
+@pytest.mark.end_to_end  # a fresh interpreter with torch: run by .ci/run with -m end_to_end
 def test_the_tensor_counter_does_not_import_the_compiler():
     """A check of a step that never compiles does not import torch._dynamo (0.9 s a process),
     which torch's own wrapping of a dispatch mode does at its first operator."""

@@ -146,3 +146,26 @@ def test_where_nothing_is_close_the_answer_still_names_the_family_the_evidence_d
     for families in (["dataloader_workers", "processes"], []):
         unnamed = dataclasses.replace(leak, resembles=[], signature={"families": families, "why": why})
         assert unnamed.summary().endswith("resembles no catalog entry closely")
+
+
+def test_the_container_nearest_what_grew_and_a_kept_view_are_part_of_the_signature():
+    """A list of whole tensors resembles an entry that keeps a list of tensors more than one that
+    keeps views of larger storages (a row of a batch keeps the batch), or a library's record list."""
+    import torch
+
+    from leaklab.chain import Link, describe_tensor
+    from leaklab.signature import redecide, similarity
+
+    batch = torch.randn(64, 32)
+    assert describe_tensor(batch[3]) == "grown, a view of a larger storage"
+    assert describe_tensor(batch[3].clone()) == "grown" and describe_tensor(batch) == "grown"
+
+    def kept(box: str, what: str) -> Signature:
+        links = [Link("closure cell", "make_step.<locals>.kept", box, "container"), Link(what, "[*]", "torch.Tensor", "tensor")]
+        base = Signature(grows={"cpu_tensors": 5.0}, headline="cpu_tensors")
+        return redecide(base, [link.__dict__ for link in links], None)
+
+    whole, views, records = kept("list", "grown"), kept("list", "grown, a view of a larger storage"), kept("unittest.mock._CallList", "grown")
+    assert (whole.box, whole.held, views.held, records.box) == ("list", "tensor", "view", "_CallList")
+    assert similarity(whole, kept("list", "grown")) > similarity(whole, views)
+    assert similarity(whole, kept("list", "grown")) > similarity(whole, records)

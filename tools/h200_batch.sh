@@ -12,7 +12,10 @@ TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 for part in ${PARTS:-suite}; do
   SECONDS=0
   case $part in
-    suite) OUT=$WORK WORKERS=${WORKERS:-8} SENSITIVITY=0 BENCH=0 bash tools/h200_full.sh > "$WORK/suite.log" 2>&1 ;;
+    suite) mkdir -p "$WORK/timeline"  # when each test ran, per worker (tools/pytest_timeline.py)
+           PYTHONPATH=tools${PYTHONPATH:+:$PYTHONPATH} TIMELINE_DIR=$WORK/timeline OUT=$WORK WORKERS=${WORKERS:-8} SENSITIVITY=0 BENCH=0 \
+             bash tools/h200_full.sh -p pytest_timeline > "$WORK/suite.log" 2>&1
+           python3 tools/pytest_timeline.py "$WORK/timeline" >> "$WORK/suite.log" 2>&1 ;;
     sensitivity) OUT=$WORK SUITE=0 BENCH=0 bash tools/h200_full.sh > "$WORK/sensitivity.log" 2>&1 ;;
     bench) OUT=$WORK SUITE=0 SENSITIVITY=0 bash tools/h200_full.sh > "$WORK/bench.log" 2>&1 ;;
     matching) OUT=$WORK SUITE=0 SENSITIVITY=0 BENCH=0 MATCHING=1 bash tools/h200_full.sh > "$WORK/matching.log" 2>&1 ;;
