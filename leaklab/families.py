@@ -11,8 +11,8 @@ catalog entry closely rather than guess.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from leaklab.chain import Chain, Link
 
@@ -25,6 +25,7 @@ class Evidence:
     headline: str | None          # the resource the verdict is about
     growing: frozenset[str]       # every resource that grows
     garbage: bool = False         # cyclic garbage every step
+    rates: Mapping[str, float] = field(default_factory=dict)   # resource -> log10 of its growth a step
 
     @property
     def links(self) -> list[Link]:
@@ -83,10 +84,22 @@ def _saved(e: Evidence) -> str | None:
         return None
     if "saved tensors" in held.what:
         return f"kept tensors whose graphs still hold saved activations, in {e.root}"
-    if e.headline == "host_heap" and "autograd graph" in held.what:
+    if "autograd graph" in held.what and (e.headline == "host_heap" or _graphs_outweigh(e)):
         # The tensors themselves are small; what the heap gains is their graphs' nodes.
         return f"kept tensors whose autograd graphs grow the heap, in {e.root}"
     return None
+
+
+_TENSORS = ("cpu_tensors", "device_allocated")
+GRAPH_OUTWEIGHS = 0.5   # log10: the heap gains three times the kept tensors' own bytes a step, or more
+
+
+def _graphs_outweigh(e: Evidence) -> bool:
+    """Whether the kept tensors are the small part: the heap (their graphs' nodes) grows at least
+    three times as fast as the tensors themselves (a loss kept as a tensor is 4 bytes and a graph;
+    a batch of features kept with its graph is its own bytes, on the heap too on the CPU)."""
+    tensors = next((e.rates[name] for name in _TENSORS if name in e.rates), None)
+    return tensors is not None and e.rates.get("host_heap", float("-inf")) >= tensors + GRAPH_OUTWEIGHS
 
 
 def _async_handles(e: Evidence) -> str | None:

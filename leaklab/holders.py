@@ -441,6 +441,10 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     chain = Chain([], "not found: nothing grew that Python can see")
     for name in ranked:
         found = by_type.pop(name)
+        # A kept tensor with an autograd graph keeps more than itself (its graph's nodes): where
+        # some of what grew carry one, their holder is named (a logger's losses, not its accuracies).
+        with_graph = [obj for obj in found if getattr(obj, "grad_fn", None) is not None] if name == "torch.Tensor" else []
+        found = with_graph or found
         samples = found[-1:-SAMPLES * 4:-4] or found[-SAMPLES:]  # the newest, spread over the last steps
         found.clear()
         left = deadline - time.perf_counter()

@@ -101,7 +101,12 @@ def evidence(report: Any) -> Evidence:
     growing = frozenset(name for name, result in report.resources.items() if result.verdict == report.verdict)
     objects = (report.garbage or {}).get("objects") or []
     garbage = bool(objects) and sorted(objects)[len(objects) // 2] > 0
-    return Evidence(chain, report.resource, growing, garbage)
+    return Evidence(chain, report.resource, growing, garbage, _rates(report, growing))
+
+
+def _rates(report: Any, growing: frozenset[str]) -> dict[str, float]:
+    """log10 of each growing resource's rate (units a step), as a signature keeps them."""
+    return {name: round(math.log10(max(abs(report.resources[name].per_step_bytes), 1e-3)), 2) for name in growing}
 
 
 def signature(report: Any, ranks: int = 1) -> Signature | None:
@@ -114,7 +119,7 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
         return None
     growing = {name: result for name, result in report.resources.items()
                if result.verdict == report.verdict and (name not in known.BY_NAME or known.BY_NAME[name].judged)}
-    rates = {name: round(math.log10(max(abs(result.per_step_bytes), 1e-3)), 2) for name, result in growing.items()}
+    rates = _rates(report, frozenset(growing))
     headline = report.resource
     found = evidence(report)
     decision = decide(found)
@@ -134,7 +139,7 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
     (a committed signature of a held-out step, matched again against today's catalog)."""
     if holder is None and missing is None:
         return mine
-    found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage)
+    found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage, mine.grows)
     decision = decide(found)
     return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
                    holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found))

@@ -549,7 +549,7 @@ def _round_of(row: dict[str, Any]) -> str:
 def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """How often the check's first suggestion (and any of its first three) is an entry of the
     leak's own family: leave-one-out over the catalog's entries, and held-out steps."""
-    from leaklab_lab.matching import leave_one_out, rematch
+    from leaklab_lab.matching import corpus, leave_one_out, rematch
 
     out = ['<a id="leak-to-entry"></a>', "", "## From a leak to its catalog entry", "",
            "`leaklab check` names the catalog entries a growing run resembles (its signature against each entry's, "
@@ -586,9 +586,21 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
         misses += [f"- `{name}` ({_short_where(document)}{_round_of(row)}, a reader's family `{row['family']}`): "
                    + (", ".join(f"`{slug}` ({family})" for slug, family, _ in row["suggested"]) or "nothing close")
                    for name, row in summary["rows"].items() if not row["first"]]
+    for filename, document in results:
+        scored = corpus(list(document["runs"].values()), signatures["entries"]) if "-models-" in filename else None
+        if scored is None:
+            continue
+        out.append(f"| the real-model corpus's mistakes that grow, against a reader's answers "
+                   f"([reader_answers.toml](real_models/reader_answers.toml); runs in [{filename}](results/{filename})) | "
+                   f"{_short_where(document)} | {scored['counted']} | {scored['first']} | {scored['top3']} | {scored['none_close']} | "
+                   f"{scored['entry_first']} of {scored['entry_counted']} | "
+                   f"{scored['no_entry_none']} of {scored['no_entry_counted']} | – |")
+        misses += [f"- real-model `{name}` ({_short_where(document)}, a reader's family `{row['family']}`): "
+                   + (", ".join(f"`{slug}` ({family})" for slug, family, _ in row["suggested"]) or "nothing close")
+                   for name, row in scored["rows"].items() if not row["first"]]
     out.append("")
     if misses:
-        out += ["Held-out steps whose family was named wrong (or not at all):", "", *misses, ""]
+        out += ["Steps whose family was named wrong (or not at all):", "", *misses, ""]
     return out
 
 

@@ -11,6 +11,9 @@
   reader would pick; ``leaklab bench --matching`` keeps the figures in a results file. The
   steps come in held-out rounds (the module's ``ROUND``): the rates are given per round as well,
   since a round that the family rules were later fixed on is no longer held out.
+- :func:`corpus` scores the same for the real-model corpus's mistakes (real_models/, measured by
+  ``pytest -m models``), against a reader's answers written blind to the check
+  (real_models/reader_answers.toml).
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from leaklab.report import Report
 from leaklab.runner import RunOptions
 from leaklab.scripts import load_script, run_script
 from leaklab.signature import Resemblance, Signature, redecide, resemble, signature
-from leaklab_lab.cases import ROOT, Case
+from leaklab_lab.cases import ROOT, Case, tomllib
 from leaklab_lab.figures import FIGURE_SOURCES
 from leaklab_lab.results import case_runs, role_of
 
 FRESH_STEPS = ROOT / "tests" / "data" / "fresh_steps.py"
+CORPUS_ANSWERS = ROOT / "real_models" / "reader_answers.toml"
+_MISTAKE = re.compile(r"(^|/)real_models/(\w+)\.py:make_mistake$")
 SHOWN = 3
 
 
@@ -163,4 +168,26 @@ def rematch(summary: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str,
     return _rates(rows)
 
 
-__all__ = ["catalog_signatures", "fix_line", "fresh_steps", "leave_one_out", "rematch", "signatures_text"]
+def corpus(runs: list[Report], entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The real-model corpus's mistakes among ``runs`` (a models results file's), each matched
+    against ``entries`` (the catalog as it is now, its family decided by today's rules from the
+    run's committed holder chain) and scored against the reader's answer; a mistake the check did
+    not find growing has no suggestion to score and is left out. None where ``runs`` holds none."""
+    with open(CORPUS_ANSWERS, "rb") as handle:
+        answers = tomllib.load(handle)
+    rows = {}
+    for run in runs:
+        name = _MISTAKE.search(run.name or "")
+        mine = signature(run) if name and name.group(2) in answers else None
+        if mine is None:
+            continue
+        answer = answers[name.group(2)]
+        found = resemble(mine, entries, device=run.device, shown=SHOWN)
+        first, any_of_three = _hits(answer["family"], found, mine)
+        entry = {"entry": None if answer["entry"] == "none" else answer["entry"]} if "entry" in answer else {}
+        rows[name.group(2)] = {"family": answer["family"], **entry, "suggested": [[s.slug, s.family, s.score] for s in found],
+                               "first": first, "top3": any_of_three}
+    return _rates(rows) if rows else None
+
+
+__all__ = ["catalog_signatures", "corpus", "fix_line", "fresh_steps", "leave_one_out", "rematch", "signatures_text"]

@@ -169,3 +169,42 @@ def test_the_container_nearest_what_grew_and_a_kept_view_are_part_of_the_signatu
     assert (whole.box, whole.held, views.held, records.box) == ("list", "tensor", "view", "_CallList")
     assert similarity(whole, kept("list", "grown")) > similarity(whole, views)
     assert similarity(whole, kept("list", "grown")) > similarity(whole, records)
+
+
+def _logger_of_tensors(device):
+    """A metrics logger that keeps every step's loss (with its graph) and accuracy (without one)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Linear(64, 4)
+    inputs, targets = torch.randn(32, 64), torch.randint(0, 4, (32,))
+    history = {"loss": [], "accuracy": []}
+
+    def step():
+        logits = model(inputs)
+        loss = nn.functional.cross_entropy(logits, targets)
+        loss.backward()
+        history["loss"].append(loss)
+        history["accuracy"].append((logits.argmax(1) == targets).float().mean())
+
+    return step
+
+
+def test_kept_losses_are_named_by_their_graph_and_called_autograd_history():
+    """Of what grew, the tensors that carry an autograd graph are followed to their holder (a
+    logger's losses, not its accuracies), and kept tensors whose graphs outweigh them (the heap
+    grows faster than the 4-byte losses) are autograd history, not a container of tensors."""
+    from leaklab.families import Evidence, decide
+    from leaklab.runner import run_factory
+    from leaklab.signature import evidence
+
+    report = run_factory(_logger_of_tensors, "cpu", RunOptions())
+    assert report.verdict == "grows"
+    assert "['loss']" in [link["name"] for link in report.holder], report.holder
+    assert "autograd graph" in report.holder[-1]["what"]
+    found = evidence(report)
+    assert decide(found).families == ("autograd_history",), (found.rates, decide(found).why)
+    # the same chain where the tensors are the bulk (a batch of features kept with its graph)
+    features = Evidence(found.chain, "cpu_tensors", found.growing, rates={"cpu_tensors": 5.1, "host_heap": 5.1})
+    assert decide(features).families == ("container_keeps_tensors",)
