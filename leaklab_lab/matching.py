@@ -22,9 +22,9 @@ import json
 import re
 from typing import Any
 
-from leaklab.report import Report
+from leaklab.report import Report, report_from_json
 from leaklab.runner import RunOptions
-from leaklab.scripts import load_script, run_script
+from leaklab.scripts import load_script, run_isolated, run_script
 from leaklab.signature import Resemblance, Signature, redecide, resemble, signature
 from leaklab_lab.cases import ROOT, Case, tomllib
 from leaklab_lab.figures import FIGURE_SOURCES
@@ -129,9 +129,11 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
     families: dict[str, str] = dict(module.FAMILY)
     entries_named: dict[str, str | None] = dict(getattr(module, "ENTRY", {}))
     rounds: dict[str, int] = dict(getattr(module, "ROUND", {}))
+    isolated = set(getattr(module, "ISOLATE", ()))
     rows = {}
     for name, family in families.items():
-        report: Report = run_script(FRESH_STEPS, name, device, RunOptions())
+        report: Report = (report_from_json(run_isolated(FRESH_STEPS, name, device, RunOptions())) if name in isolated
+                          else run_script(FRESH_STEPS, name, device, RunOptions()))
         mine = signature(report)
         found = (resemble(mine, entries, device=device, shown=SHOWN) if entries is not None
                  else [Resemblance.from_json(r) for r in report.resembles or []])
