@@ -24,7 +24,7 @@ from leaklab.plugin import REPORTS, show
 from leaklab.report import Report, report_from_json
 from leaklab_lab import marks
 from leaklab_lab.cases import Case, case_row, format_table, load_case, mismatches, run_case, run_name
-from leaklab_lab.figures import case_seconds, costliest_first
+from leaklab_lab.figures import costliest_first
 from leaklab_lab.results import entry, environment, write_results
 
 _STATE = pytest.StashKey["LabState"]()
@@ -119,34 +119,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if getattr(config, "workerinput", {}).get("leaklab_loadgroup"):
         # The costliest groups go out first (xdist's loadgroup, reorder off: see pytest_cmdline_main):
         # the longest started last on the H200. Every worker sorts the same collection the same way.
-        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        items[:] = light_partners(costliest_first(items, _case_of), _case_of, workers)
+        items[:] = costliest_first(items, _case_of)
     if "models" in (config.getoption("markexpr", "") or ""):
         return
     kept = [item for item in items if item.get_closest_marker("models") is None]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("models")])
         items[:] = kept
-
-
-def light_partners(items: list[pytest.Item], case_of: Callable[[pytest.Item], tuple[str, str] | None],
-                   workers: int) -> list[pytest.Item]:
-    """``items`` (costliest group first) reordered for xdist's start: it hands worker k the k-th
-    group and then the (workers + k)-th, before any worker asks for more. The costliest groups
-    keep the first places, and the cheapest measured groups take the next ones, the cheapest
-    beside the costliest: on the H200 the costliest case (cuDNN's, 54 s) had the 11th queued
-    behind it and ended the suite 5.6 s later than any other worker."""
-    if workers < 2:
-        return items
-    seconds = case_seconds()
-    units: dict[Any, list[pytest.Item]] = {}
-    for item in items:
-        units.setdefault(case_of(item) or item.nodeid, []).append(item)
-    keys = list(units)
-    first = keys[:workers]
-    light = [key for key in reversed(keys) if key not in first and seconds.get(key, 0.0) > 0][:workers]
-    order = first + light + [key for key in keys if key not in first and key not in light]
-    return [item for key in order for item in units[key]]
 
 
 def _case_of(item: pytest.Item) -> tuple[str, str] | None:

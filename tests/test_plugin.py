@@ -236,22 +236,3 @@ class _Started:
 
     def shutdown(self, **kwargs) -> None:
         pass
-
-
-def test_xdist_starts_each_costly_group_with_a_cheap_one_queued_behind_it():
-    """xdist hands worker k the k-th group and then the (workers + k)-th: the cheapest measured
-    groups take those second places, the cheapest beside the costliest; nothing is lost."""
-    from types import SimpleNamespace
-
-    from leaklab_lab.figures import case_seconds
-    from leaklab_lab.plugin import light_partners
-
-    seconds = case_seconds()
-    slugs = sorted((slug for (device, slug), took in seconds.items() if device == "cpu" and took > 0),
-                   key=lambda slug: -seconds["cpu", slug])
-    assert len(slugs) > 8
-    items = [SimpleNamespace(nodeid=f"{slug}::{role}") for slug in slugs for role in ("leak", "fix")]
-    order = [item.nodeid.partition("::")[0] for item in light_partners(items, lambda i: ("cpu", i.nodeid.partition("::")[0]), 2)]
-    assert order[:8] == [slugs[0]] * 2 + [slugs[1]] * 2 + [slugs[-1]] * 2 + [slugs[-2]] * 2
-    assert sorted(order) == sorted(slug for slug in slugs for _ in range(2))
-    assert [item.nodeid for item in light_partners(items, lambda i: None, 1)] == [item.nodeid for item in items]
