@@ -13,6 +13,7 @@ nothing behind: no file stays on disk, the threads it starts are daemons blocked
 event, and the processes it leaves running are stopped by the check (as it stops any step's).
 """
 
+import atexit
 import collections
 import contextlib
 import functools
@@ -2975,6 +2976,7 @@ def profiler_records_every_step(device):
     gen = torch.Generator().manual_seed(0)
     profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
     profiler.start()  # LEAK: no schedule (it was reset away): every op of every step is recorded until the run ends
+    atexit.register(profiler.stop)  # a profiler still recording when Python exits crashes it (torch 2.11 and 2.14: SIGSEGV)
 
     def step():  # one MNIST training step, profiled
         images = torch.rand(32, 1, 28, 28, generator=gen).to(device)
