@@ -113,12 +113,16 @@ def _async_handles(e: Evidence) -> str | None:
     return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps finished {handle.type.rsplit('.', 1)[-1]} handles with their results"
 
 
+_MODULE_HOOKS = re.compile(r"^\._\w*hooks$")  # a module's hook dicts (._forward_hooks, ._backward_pre_hooks, ...)
+
+
 def _gains_entries(links: list[Link], i: int) -> bool:
-    """Whether the registry at ``links[i]`` is what gains an entry a step: it holds callables, or
-    no list, dict or set below it does (a logger's handler list whose one MemoryHandler buffers
-    every record is not a registry that grows: the buffer is)."""
+    """Whether the registry at ``links[i]`` is what gains an entry a step: a module's hook dict
+    (whatever its hooks keep: each hook left registered is a leak of its own), one that holds
+    callables, or one with no list, dict or set below it (a logger's handler list whose one
+    MemoryHandler buffers every record is not a registry that grows: the buffer is)."""
     below = links[i + 1:]
-    if below and below[0].kind == "callable":
+    if _MODULE_HOOKS.match(links[i].name) or (below and below[0].kind == "callable"):
         return True
     return not any(link.kind == "container" and _CONTAINERS.match(link.type) for link in below)
 
@@ -141,7 +145,9 @@ def _hooks(e: Evidence) -> str | None:
 
 
 def _lru(e: Evidence) -> str | None:
-    link = _first(e.links, lambda link: link.what.startswith("lru_cache"))
+    # Named as the cache it is where the walk came through the wrapper, or by its type where the
+    # wrapper is itself the root (a module global decorated with lru_cache).
+    link = _first(e.links, lambda link: link.what.startswith("lru_cache") or link.type.startswith("functools._lru_cache_wrapper"))
     return f"a dict inside functools.lru_cache {link.name}" if link else None
 
 

@@ -539,7 +539,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "3": "round 3 (written blind to the rules; the rules of 2026-12-04 were fixed on its misses too: no longer held out)",
            "4": "round 4 (written blind to the rules of 2026-12-04 (432a3e9), measured once after them; the rules were "
                 "then fixed on its misses too: no longer held out)",
-           "5": "round 5 (written blind to the rules fixed on round 4's misses, measured once after them: held out)"}
+           "5": "round 5 (written blind to the rules fixed on round 4's misses, measured once after them; the rules were "
+                "then fixed on its misses too: no longer held out)",
+           "6": "round 6 (written blind to the rules fixed on round 5's misses, measured once after them: held out)"}
 
 
 def _round_of(row: dict[str, Any]) -> str:
