@@ -13,6 +13,7 @@ fails when either is stale (:func:`stale`).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import posixpath
@@ -59,7 +60,9 @@ def _stub(case: Case, figures: Figures) -> list[str]:
     """An entry's place in CATALOG.md: its anchor (old links keep working), its title, what it
     does in one paragraph, and its page."""
     meta = {**case.meta, **figures.render_fields(case)}
-    return [f'<a id="{_anchor(case)}"></a>', "", f"### `{case.slug}`: {case.title}", "",
+    not_bounded = ([f"**Why its fix fails `leak_check.bounded` with default settings:** {meta['fix_not_bounded']}", ""]
+                   if meta.get("fix_not_bounded") else [])
+    return [f'<a id="{_anchor(case)}"></a>', "", f"### `{case.slug}`: {case.title}", "", *not_bounded,
             f"**Family:** [`{case.family.name}`](#family-{case.family.name}) · **Leaks in:** `{meta['resource']}` · "
             f"**Page:** [{entry_page(case)}]({entry_page(case)})", "", meta["what"], ""]
 
@@ -95,16 +98,29 @@ def _verdict_pair(case: Case, document: dict[str, Any]) -> str:
 
 
 def _example(case: Case, context: int = 3) -> str:
-    """The leaky lines: each ``# LEAK:`` line with a few lines around it."""
+    """The leaky code, whole enough to paste: each ``# LEAK:`` line's whole top-level function or
+    class (its decorators too), or, for a module-level statement, it and the statements written
+    right above it; a line outside any (a script's main block) with a few lines around it."""
     lines = case.leak.read_text().splitlines()
-    marks = case.leak_lines()
-    keep = sorted({i for mark in marks for i in range(max(1, mark - context), min(len(lines), mark + 1) + 1)})
-    out, previous = [], None
-    for i in keep:
-        if previous is not None and i != previous + 1:
+    body = ast.parse("\n".join(lines)).body
+    spans = []
+    starts = [min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) for node in body]
+    for mark in case.leak_lines():
+        index = next((i for i, node in enumerate(body) if starts[i] <= mark <= (node.end_lineno or node.lineno)), None)
+        if index is None or isinstance(body[index], ast.If):  # `if __name__ == "__main__":` reads as a script, not code to copy
+            spans.append((max(1, mark - context), min(len(lines), mark + 1)))
+            continue
+        node, start = body[index], starts[index]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            while index > 0 and body[index - 1].end_lineno == start - 1:  # statements written together
+                index -= 1
+                start = body[index].lineno
+        spans.append((start, node.end_lineno or node.lineno))
+    out: list[str] = []
+    for start, end in sorted(set(spans)):
+        if out:
             out.append("    ...")
-        out.append(lines[i - 1])
-        previous = i
+        out += lines[start - 1:end]
     return "\n".join(out)
 
 
@@ -194,6 +210,8 @@ def entry(case: Case, results: list[tuple[str, dict[str, Any]]], figures: Figure
     figures = figures or Figures.from_results(results)
     meta = {**case.meta, **figures.render_fields(case)}
     out = [f'<a id="{_anchor(case)}"></a>', "", f"## `{case.slug}`: {case.title}", ""]
+    if meta.get("fix_not_bounded"):  # the first thing said: a fix you copy that leak_check.bounded fails
+        out += [f"**Why its fix fails `leak_check.bounded` with default settings:** {meta['fix_not_bounded']}", ""]
     out.append(f"**Family:** [`{case.family.name}`](#family-{case.family.name}) · "
                f"**Seed:** {meta['seed']} · **Leaks in:** `{meta['resource']}` · **Seed claim:** {meta['claim_status']} · "
                f"**Runs on:** {', '.join(case.devices)}")

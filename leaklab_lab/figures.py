@@ -1,7 +1,7 @@
 """Figures in a case's text, filled from the committed results files: no figure is typed by hand.
 
 A case's text fields (``what``, ``why``, ``claim_note``, ``fix_changes_training``,
-``known_problems``) write a figure as a placeholder ``{DEVICE:RUN:QUANTITY}``:
+``known_problems``, ``fix_not_bounded``) write a figure as a placeholder ``{DEVICE:RUN:QUANTITY}``:
 
 - DEVICE: ``cpu`` or ``cuda`` (the results file :data:`FIGURE_SOURCES` names for it);
 - RUN: ``leak``, ``fix`` (the first fix, ``fixes/<slug>.py``) or the stem of one of the case's
@@ -39,7 +39,7 @@ T = TypeVar("T")
 # The results file each DEVICE of a placeholder reads (under results/). Change these when the
 # catalog's figures are re-measured into a new file.
 FIGURE_SOURCES = {"cpu": "cpu-torch2.14.1.json", "cuda": "h200-torch2.11.0.json"}
-TEXT_FIELDS = ("what", "why", "claim_note", "fix_changes_training", "known_problems", "versions_note")
+TEXT_FIELDS = ("what", "why", "claim_note", "fix_changes_training", "known_problems", "versions_note", "fix_not_bounded")
 NOT_MEASURED = "(not measured)"
 
 # Anything shaped like a placeholder: three colon-separated words in braces, no spaces (a dict

@@ -314,3 +314,18 @@ def test_a_gpu_suite_log_is_rendered_with_the_arguments_it_ran_with(tmp_path):
         "  - [h200-suite-torch9.log](results/h200-suite-torch9.log): `python3 -m pytest -m cuda -n 8`: "
         "9 passed, 1 skipped in 80.50s; wall time 85 s",
     ]
+
+
+def test_every_example_is_whole_code_to_paste():
+    """An entry's Example is the leak's whole function (or statements), not lines cut from the
+    middle of a closure: each part parses as Python on its own and holds its ``# LEAK:`` line."""
+    import ast
+
+    from leaklab_lab.cases import discover
+    from leaklab_lab.catalog import _example
+
+    for case in discover():
+        example = _example(case)
+        assert "# LEAK:" in example, case.slug
+        for part in example.split("\n    ...\n"):
+            ast.parse(part)  # a fragment cut from a closure does not parse (unexpected indent)

@@ -112,3 +112,20 @@ def test_run_leaves_slow_cases_out_unless_asked_and_says_why(tmp_path, capsys, m
     document = json.loads(path.read_text())
     assert document["runs"] == {}
     assert document["skipped"]["cpu/spawn_without_main_guard:leak"] == "slow: run with --slow, or name the case"
+
+
+def test_a_fix_that_fails_bounded_says_why_first():
+    """Every fix passes ``leak_check.bounded`` with default settings (its committed run neither
+    grows nor plateaus), or its entry says first why it cannot (``fix_not_bounded``); an entry
+    that says so has such a run (the text is not left behind once the fix is bounded)."""
+    from leaklab_lab.cases import discover
+    from leaklab_lab.catalog import load_all_results
+    from leaklab_lab.figures import FIGURE_SOURCES
+    from leaklab_lab.results import case_runs, role_of
+
+    documents = dict(load_all_results())
+    for case in discover():
+        not_bounded = [run.name for name in FIGURE_SOURCES.values() if name in documents
+                       for run in case_runs(documents[name], case.slug)
+                       if role_of(run) == "fix" and run.error is None and run.verdict in ("grows", "plateau")]
+        assert bool(not_bounded) == bool(case.meta.get("fix_not_bounded")), (case.slug, not_bounded)
