@@ -78,27 +78,51 @@ def run_script(path: str | os.PathLike[str], factory_name: str = "make_step", de
         forget_script(module)
 
 
+class IsolatedCheck:
+    """A script's check started now in a fresh Python process (for settings that must precede
+    torch's import, such as ``PYTORCH_CUDA_ALLOC_CONF``); :meth:`result` waits for its report. With
+    ``nproc`` over 1, ``nproc`` ranks under torch's elastic launcher (``leaklab check --nproc``):
+    the merged answer, with every rank's report under ``ranks``. Several may run side by side,
+    each its own process with its own counters."""
+
+    def __init__(self, path: str | os.PathLike[str], factory_name: str, device: str, options: RunOptions,
+                 env: Mapping[str, str] | None = None, timeout: float = 300.0, nproc: int = 1) -> None:
+        command = [
+            sys.executable, "-m", "leaklab", "check", f"{path}:{factory_name}", "--device", device,
+            "--steps", str(options.steps), "--warmup", str(options.warmup), "--json",
+            *(["--nproc", str(nproc)] if nproc > 1 else []),
+        ]
+        if options.resources:
+            command += ["--resource", ",".join(options.resources)]
+        if options.attribute:
+            command.append("--attribute")
+        if options.timeout:
+            command += ["--timeout", str(options.timeout)]
+        root = str(Path(__file__).resolve().parent.parent)
+        child_env = {**os.environ, **(env or {})}
+        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
+        self.path, self.deadline = path, time.monotonic() + timeout
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
+
+    def result(self) -> dict[str, Any]:
+        """The report, as JSON, once the process ends (it is killed past its time)."""
+        try:
+            out, err = self.process.communicate(timeout=max(self.deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
+        if self.process.returncode not in (0, 1, 3, 4):
+            raise RuntimeError(f"isolated run of {self.path} failed (exit {self.process.returncode}):\n{err[-4000:]}")
+        return json.loads(out)
+
+    def stop(self) -> None:
+        """Kill it, if it still runs (a run nobody waited for, at the end of a session)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
 def run_isolated(path: str | os.PathLike[str], factory_name: str, device: str, options: RunOptions,
                  env: Mapping[str, str] | None = None, timeout: float = 300.0, nproc: int = 1) -> dict[str, Any]:
-    """Run a script's check in a fresh Python process (for settings that must precede torch's
-    import, such as ``PYTORCH_CUDA_ALLOC_CONF``); returns the report as JSON. With ``nproc`` over
-    1, ``nproc`` ranks under torch's elastic launcher (``leaklab check --nproc``): the merged
-    answer, with every rank's report under ``ranks``."""
-    command = [
-        sys.executable, "-m", "leaklab", "check", f"{path}:{factory_name}", "--device", device,
-        "--steps", str(options.steps), "--warmup", str(options.warmup), "--json",
-        *(["--nproc", str(nproc)] if nproc > 1 else []),
-    ]
-    if options.resources:
-        command += ["--resource", ",".join(options.resources)]
-    if options.attribute:
-        command.append("--attribute")
-    root = str(Path(__file__).resolve().parent.parent)
-    child_env = {**os.environ, **(env or {})}
-    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
-    if options.timeout:
-        command += ["--timeout", str(options.timeout)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_env)
-    if done.returncode not in (0, 1, 3, 4):
-        raise RuntimeError(f"isolated run of {path} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout)
+    """:class:`IsolatedCheck`, waited for: the report as JSON."""
+    return IsolatedCheck(path, factory_name, device, options, env, timeout, nproc).result()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from leaklab.resources import NAMES as RESOURCES
 from leaklab.resources import Resource, defaults, device_type
 from leaklab.resources import get as get_resource
 from leaklab.runner import RunOptions
-from leaklab.scripts import run_isolated, run_script
+from leaklab.scripts import IsolatedCheck, run_script
 from leaklab.verdict import VERDICTS, decide
 
 if sys.version_info >= (3, 11):
@@ -277,19 +278,45 @@ def run_name(case: Case, role: str, script: Path | None = None) -> str:
     return f"{case.slug}:{role}" + (f":{script.stem}" if script.stem != case.slug else "")
 
 
-def run_case(case: Case, role: str, device: str, script: Path | None = None, attribute: bool = False) -> Report:
-    """Run one script of a case (the leak, or one of its fixes) under the check."""
+def isolated(case: Case, script: Path) -> bool:
+    """Whether the script runs in a fresh process (``isolate``, an ``env`` of its own, or ranks)."""
+    isolate = case.meta.get("isolate", False)
+    return isolate is True or script.stem in (isolate or ()) or bool(case.meta.get("env")) or case.nproc > 1
+
+
+@dataclass
+class Started:
+    """One script of a case, started (:func:`start_case`): ``report`` waits for it (or runs it, in
+    this process), ``stop`` ends a fresh process nobody will wait for."""
+
+    report: Callable[[], Report]
+    stop: Callable[[], None] = lambda: None
+
+
+def start_case(case: Case, role: str, device: str, script: Path | None = None, attribute: bool = False) -> Started:
+    """One script of a case (the leak, or one of its fixes), started: a script that runs in a fresh
+    process starts now, so that several can run side by side; one that runs in this process runs
+    when its report is asked for."""
     script = script or case.scripts(role)[0]
     options = case.options(device, attribute)
     options.name = run_name(case, role, script)
-    isolate = case.meta.get("isolate", False)
-    if (isolate is True or script.stem in (isolate or ())) or case.meta.get("env") or case.nproc > 1:
-        env = {key: str(value) for key, value in case.meta.get("env", {}).items()}
-        data = run_isolated(script, case.factory, device, options, env=env, nproc=case.nproc)
-        report = ranks_report(data) if case.nproc > 1 else report_from_json(data)
-        report.name = options.name
-        return report
-    return run_script(script, case.factory, device, options)
+    if not isolated(case, script):
+        return Started(lambda: run_script(script, case.factory, device, options))
+    env = {key: str(value) for key, value in case.meta.get("env", {}).items()}
+    started = IsolatedCheck(script, case.factory, device, options, env=env, nproc=case.nproc)
+
+    def report() -> Report:
+        data = started.result()
+        found = ranks_report(data) if case.nproc > 1 else report_from_json(data)
+        found.name = options.name
+        return found
+
+    return Started(report, started.stop)
+
+
+def run_case(case: Case, role: str, device: str, script: Path | None = None, attribute: bool = False) -> Report:
+    """Run one script of a case (the leak, or one of its fixes) under the check."""
+    return start_case(case, role, device, script, attribute).report()
 
 
 def ranks_report(merged: dict[str, Any]) -> Report:

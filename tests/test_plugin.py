@@ -236,3 +236,38 @@ class _Started:
 
     def shutdown(self, **kwargs) -> None:
         pass
+
+
+def test_a_cases_fresh_process_scripts_start_side_by_side(monkeypatch):
+    """A case whose scripts each run in a fresh process (``isolate``) starts its fix beside its
+    leak at the first request, where this worker has a core for each and a test will ask for the
+    fix; the fix's request then waits for that run instead of starting another."""
+    from types import SimpleNamespace
+
+    from leaklab.report import Report
+    from leaklab_lab import plugin
+    from leaklab_lab.cases import discover
+
+    case = next(c for c in discover() if c.slug == "malloc_arena_fragmentation")  # isolate = true
+    started = []
+
+    def start_case(case, role, device, script, attribute=False):
+        started.append((role, script.stem))
+        return plugin.Started(lambda: Report(device=device, steps=1, warmup=0, name=f"{role}:{script.stem}"))
+
+    monkeypatch.setattr(plugin, "start_case", start_case)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    runs = [(role, script.stem) for role in ("leak", "fix") for script in case.scripts(role)]
+
+    def requests(cores, selected=runs):
+        started.clear()
+        monkeypatch.setattr(plugin, "cores", lambda: cores)
+        state = plugin.LabState(selected={(case.slug, role, "cpu", stem) for role, stem in selected})
+        lab = plugin.LabCheck(SimpleNamespace(config=None), state, False)
+        first = list(started) if lab.case_report(case, "leak", "cpu") else None
+        lab.case_report(case, "fix", "cpu")
+        return first, list(started)
+
+    assert requests(cores=2) == (runs, runs)            # side by side, each started once
+    assert requests(cores=1) == (runs[:1], runs)        # one core: one after the other
+    assert requests(cores=2, selected=runs[:1])[0] == runs[:1]  # no test asks for the fix: not started beside
