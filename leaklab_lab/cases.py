@@ -291,7 +291,6 @@ class Started:
 
     report: Callable[[], Report]
     stop: Callable[[], None] = lambda: None
-    fresh: bool = False   # in a fresh process: this one only waits for it
 
 
 def start_case(case: Case, role: str, device: str, script: Path | None = None, attribute: bool = False) -> Started:
@@ -312,7 +311,7 @@ def start_case(case: Case, role: str, device: str, script: Path | None = None, a
         found.name = options.name
         return found
 
-    return Started(report, started.stop, fresh=True)
+    return Started(report, started.stop)
 
 
 def run_case(case: Case, role: str, device: str, script: Path | None = None, attribute: bool = False) -> Report:

@@ -189,10 +189,6 @@ class LabCheck:
         if key not in self._state.reports:
             started = self._state.started.pop(key, None) or self._start(case, role, device, script)
             self._start_beside(case, device, key)
-            if started.fresh and device == "cuda" and torch.cuda.is_available():
-                # While it waits, this process makes the CUDA context its next case would otherwise pay
-                # for (6 s on the H200, after the cuDNN case's fresh processes, on the suite's critical path).
-                torch.cuda.init()
             self._state.reports[key] = started.report()
             self._state.cases[case.slug] = case
         return self._state.reports[key]

@@ -271,24 +271,3 @@ def test_a_cases_fresh_process_scripts_start_side_by_side(monkeypatch):
     assert requests(cores=2) == (runs, runs)            # side by side, each started once
     assert requests(cores=1) == (runs[:1], runs)        # one core: one after the other
     assert requests(cores=2, selected=runs[:1])[0] == runs[:1]  # no test asks for the fix: not started beside
-
-
-def test_a_worker_waiting_on_a_fresh_process_makes_its_cuda_context_meanwhile(monkeypatch):
-    """A worker that waits for a case's fresh process on a CUDA run sets up its own CUDA context
-    while it waits (its next in-process case would pay for it); an in-process run does not."""
-    from types import SimpleNamespace
-
-    from leaklab.report import Report
-    from leaklab_lab import plugin
-    from leaklab_lab.cases import discover
-
-    inits = []
-    monkeypatch.setattr(plugin.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(plugin.torch.cuda, "init", lambda: inits.append(True))
-    cases = {c.slug: c for c in discover()}
-    for slug, fresh in (("cudnn_benchmark_variable_shapes", True), ("feature_list", False)):
-        inits.clear()
-        monkeypatch.setattr(plugin, "start_case", lambda case, role, device, script, attribute=False, fresh=fresh:
-                            plugin.Started(lambda: Report(device=device, steps=1, warmup=0, device_name="H200"), fresh=fresh))
-        plugin.LabCheck(SimpleNamespace(config=None), plugin.LabState(), False).case_report(cases[slug], "leak", "cuda")
-        assert inits == ([True] if fresh else []), slug
