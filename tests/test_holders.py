@@ -178,9 +178,14 @@ def test_nothing_that_python_can_see():
     assert not chain.found and "cannot see" in chain.missing
 
 
-def test_a_watched_loop_names_its_own_list():
+def test_a_watched_loop_names_its_own_list(monkeypatch):
     import leaklab
+    from leaklab import holders
 
+    # Which path the walk takes, not its time budget (as above): in a fresh clone's first run under
+    # -n 2 the check's 0.5 s ran out once (a walk made to run out reads "not found in time").
+    name_holder = holders.name_holder
+    monkeypatch.setattr(holders, "name_holder", lambda *args, **kwargs: name_holder(*args, **{**kwargs, "seconds": WALK_SECONDS}))
     history = []
     with leaklab.watch(warmup=3, steps=30) as w:
         for _ in range(33):
