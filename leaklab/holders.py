@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import signal
 import sys
 import threading
@@ -61,6 +62,19 @@ MAX_FRONTIER = 256     # objects per level of the walk up
 
 
 _OWN = __name__.split(".")[0]
+_OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep   # this package's own files
+
+
+@functools.lru_cache(maxsize=4096)
+def _own_file(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_OWN_FOLDER)
+
+
+def own_frame(frame: types.FrameType) -> bool:
+    """Whether a frame runs the tool's own code: a file of this package, not any path with a
+    folder named like it (a clone of this repository is a folder named ``leaklab``, and a user's
+    project may be one too: their frames are roots, not the tool's)."""
+    return _own_file(frame.f_code.co_filename)
 
 
 class _Roots:
@@ -91,7 +105,7 @@ class _Roots:
         own = set()
         frame = sys._getframe()
         while frame is not None:
-            (own if f"/{_OWN}/" in frame.f_code.co_filename else self.stack).add(id(frame))
+            (own if own_frame(frame) else self.stack).add(id(frame))
             frame = frame.f_back
         self.own_frames = own
         me = threading.get_ident()
@@ -336,7 +350,7 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
         for source in referrers:
             if id(source) in skip or id(source) in parent or is_own(source):
                 continue
-            if isinstance(source, types.FrameType) and f"/{_OWN}/" in source.f_code.co_filename:
+            if isinstance(source, types.FrameType) and own_frame(source):
                 continue
             if _weak_table(source):  # a weak dictionary's or set's table keeps nothing alive
                 continue
@@ -494,7 +508,7 @@ def _caller_seeds() -> list[tuple[str, str, Any]]:
     seeds: list[tuple[str, str, Any]] = []
     frame = sys._getframe()
     while frame is not None:
-        if f"/{_OWN}/" not in frame.f_code.co_filename and frame.f_code.co_name != "<module>":
+        if not own_frame(frame) and frame.f_code.co_name != "<module>":
             seeds += [("local variable", f"{frame.f_code.co_name}(): {name}", value)
                       for name, value in frame.f_locals.items()]
         frame = frame.f_back

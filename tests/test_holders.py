@@ -178,14 +178,9 @@ def test_nothing_that_python_can_see():
     assert not chain.found and "cannot see" in chain.missing
 
 
-def test_a_watched_loop_names_its_own_list(monkeypatch):
+def test_a_watched_loop_names_its_own_list():
     import leaklab
-    from leaklab import holders
 
-    # Which path the walk takes, not its time budget (as above): in a fresh clone's first run under
-    # -n 2 the check's 0.5 s ran out once (a walk made to run out reads "not found in time").
-    name_holder = holders.name_holder
-    monkeypatch.setattr(holders, "name_holder", lambda *args, **kwargs: name_holder(*args, **{**kwargs, "seconds": WALK_SECONDS}))
     history = []
     with leaklab.watch(warmup=3, steps=30) as w:
         for _ in range(33):
@@ -197,3 +192,35 @@ def test_a_watched_loop_names_its_own_list(monkeypatch):
     assert [link["kind"] for link in report.holder] == ["container", "tensor"]
     assert "held by test_a_watched_loop_names_its_own_list(): history (list)" in report.summary()
     assert report.to_json()["holder"] == report.holder
+
+
+USER_LOOP = """
+import torch
+import leaklab
+
+
+def loop():
+    history = []
+    with leaklab.watch(warmup=3, steps=30) as w:
+        for _ in range(33):
+            history.append(torch.zeros(256))
+            w.step()
+    return w.report
+"""
+
+
+def test_a_users_code_in_a_folder_named_like_the_tool_is_still_the_users(tmp_path, monkeypatch):
+    """A project (or a clone of this repository) in a folder named ``leaklab``: its frames are the
+    user's roots, not the tool's own (the tool's are its package's files, not any path with a
+    folder of that name); before, a newcomer's clone named the holder of nothing."""
+    from leaklab import holders
+    from leaklab.scripts import load_script
+
+    name_holder = holders.name_holder  # the path the walk takes, not its time budget (as above)
+    monkeypatch.setattr(holders, "name_holder", lambda *args, **kwargs: name_holder(*args, **{**kwargs, "seconds": WALK_SECONDS}))
+    script = tmp_path / "leaklab" / "user_loop.py"
+    script.parent.mkdir()
+    script.write_text(USER_LOOP)
+    report = load_script(script).loop()
+    assert report.verdict == "grows"
+    assert report.holder and report.holder[0]["name"] == "loop(): history", report.holder_missing
