@@ -117,11 +117,10 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     ``ranks``: how many ranks the check ran on together (under torchrun)."""
     if report.verdict not in (GROWS, PLATEAU):
         return None
-    growing = {name: result for name, result in report.resources.items()
-               if result.verdict == report.verdict and (name not in known.BY_NAME or known.BY_NAME[name].judged)}
-    rates = _rates(report, frozenset(growing))
     headline = report.resource
     found = evidence(report)
+    # the judged resources among what grows (a counter that is only read is not part of a leak's signature)
+    rates = {name: rate for name, rate in found.rates.items() if name not in known.BY_NAME or known.BY_NAME[name].judged}
     decision = decide(found)
     held_kind = _held(found.held)
     if held_kind is None and headline in ("cpu_tensors", "device_allocated"):

@@ -562,6 +562,20 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "6": "round 6 (written blind to the rules fixed on round 5's misses, measured once after them: held out)"}
 
 
+def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
+    """One row of the matching table: ``counts`` (:func:`leaklab_lab.matching._counts`) for ``what``."""
+    return (f"| {what} | {_short_where(document)} | {counts['counted']} | {counts['first']} | {counts['top3']} | "
+            f"{counts['none_close']} | {counts['entry_first']} of {counts['entry_counted']} | "
+            f"{counts['no_entry_none']} of {counts['no_entry_counted']} | – |")
+
+
+def _misses(scored: dict[str, Any], document: dict[str, Any], kind: str) -> list[str]:
+    """The rows of ``scored`` whose family was named wrong (or not at all), one line each."""
+    return [f"- {kind}`{name}` ({_short_where(document)}{_round_of(row)}, a reader's family `{row['family']}`): "
+            + (", ".join(f"`{slug}` ({family})" for slug, family, _ in row["suggested"]) or "nothing close")
+            for name, row in scored["rows"].items() if not row["first"]]
+
+
 def _round_of(row: dict[str, Any]) -> str:
     return f", round {row['round']}" if "round" in row else ""
 
@@ -597,28 +611,18 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
         before = not any(row.get("holder") or row.get("holder_missing") for row in summary["rows"].values())
         summary = rematch(summary, signatures["entries"])
         label = f"held-out steps from public reports ([{filename}](results/{filename})){_BEFORE_CHAINS if before else ''}"
-        for what, counts in [(label, summary), *((f"{label}, {_ROUNDS.get(r, f'round {r}')}", c)
-                                                 for r, c in summary.get("rounds", {}).items())]:
-            out.append(f"| {what} | {_short_where(document)} | "
-                       f"{counts['counted']} | {counts['first']} | {counts['top3']} | {counts['none_close']} | "
-                       f"{counts['entry_first']} of {counts['entry_counted']} | "
-                       f"{counts['no_entry_none']} of {counts['no_entry_counted']} | – |")
-        misses += [f"- `{name}` ({_short_where(document)}{_round_of(row)}, a reader's family `{row['family']}`): "
-                   + (", ".join(f"`{slug}` ({family})" for slug, family, _ in row["suggested"]) or "nothing close")
-                   for name, row in summary["rows"].items() if not row["first"]]
+        out += [_rates_row(what, document, counts) for what, counts in
+                [(label, summary), *((f"{label}, {_ROUNDS.get(r, f'round {r}')}", c) for r, c in summary.get("rounds", {}).items())]]
+        misses += _misses(summary, document, "")
     for filename, document in results:
         scored = corpus(list(document["runs"].values()), signatures["entries"]) if "-models-" in filename else None
         if scored is None:
             continue
-        out.append(f"| the real-model corpus's mistakes that grow, against a reader's answers "
-                   f"([reader_answers.toml](real_models/reader_answers.toml); runs in [{filename}](results/{filename}); "
-                   "not held out: the rule for kept tensors whose graphs outweigh them was written after seeing them) | "
-                   f"{_short_where(document)} | {scored['counted']} | {scored['first']} | {scored['top3']} | {scored['none_close']} | "
-                   f"{scored['entry_first']} of {scored['entry_counted']} | "
-                   f"{scored['no_entry_none']} of {scored['no_entry_counted']} | – |")
-        misses += [f"- real-model `{name}` ({_short_where(document)}, a reader's family `{row['family']}`): "
-                   + (", ".join(f"`{slug}` ({family})" for slug, family, _ in row["suggested"]) or "nothing close")
-                   for name, row in scored["rows"].items() if not row["first"]]
+        out.append(_rates_row(f"the real-model corpus's mistakes that grow, against a reader's answers "
+                              f"([reader_answers.toml](real_models/reader_answers.toml); runs in [{filename}](results/{filename}); "
+                              "not held out: the rule for kept tensors whose graphs outweigh them was written after seeing them)",
+                              document, scored))
+        misses += _misses(scored, document, "real-model ")
     out.append("")
     if misses:
         out += ["Steps whose family was named wrong (or not at all):", "", *misses, ""]

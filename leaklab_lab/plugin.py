@@ -201,14 +201,13 @@ class LabCheck:
         """The case's other scripts that run in fresh processes, and that this session's tests will
         ask for, start now beside the one asked for, where this worker has a core for each (the
         cuDNN case's fix ran 12.5 s after its 41 s leak on the H200, on the suite's critical path)."""
-        beside = [(role, script) for role in ("leak", "fix") for script in case.scripts(role)
-                  if isolated(case, script) and (case.slug, role, device, script.stem) in self._state.selected
-                  and (case.slug, role, device, script.stem) not in self._state.reports]
+        beside = {(case.slug, role, device, script.stem): (role, script) for role in ("leak", "fix")
+                  for script in case.scripts(role) if isolated(case, script)}
+        beside = {key: run for key, run in beside.items() if key in self._state.selected and key not in self._state.reports}
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         if len(beside) < 2 or cores() // workers < len(beside) * case.nproc:
             return
-        for role, script in beside:
-            key = (case.slug, role, device, script.stem)
+        for key, (role, script) in beside.items():
             if key != asked and key not in self._state.started:
                 self._state.started[key] = self._start(case, role, device, script)
 

@@ -45,3 +45,28 @@ def test_each_round_is_rendered_on_a_row_of_its_own_with_its_label():
     held_out = [line for line in table if "round 2 (written after round 1's fixes;" in line]
     assert len(held_out) == 1 and "| 2 | 0 |" in held_out[0], held_out
     assert any(f"`{two[0]}` (CPU (torch 2.14.1), round 2," in line for line in lines)
+
+
+def test_the_corpus_is_scored_against_the_readers_answers(tmp_path, monkeypatch):
+    """Each growing mistake of the real-model corpus counts against the reader's answer in
+    real_models/reader_answers.toml: the same runs scored against a wrong family all miss, an
+    answer of "none" asks for nothing close, a mistake the reader did not answer, or one that
+    did not grow, is left out."""
+    from pathlib import Path
+
+    from leaklab.signature import load_entries
+    from leaklab_lab import matching
+    from leaklab_lab.catalog import load_all_results
+
+    runs = list(dict(load_all_results())["cpu-models-torch2.14.1.json"]["runs"].values())
+    mistakes = {run.name.split("/")[-1].split(".")[0] for run in runs
+                if run.name.endswith(":make_mistake") and run.verdict in ("grows", "plateau")}
+    right = matching.corpus(runs, load_entries())
+    assert set(right["rows"]) == mistakes and right["counted"] == len(mistakes) > 0
+    wrong = tmp_path / "answers.toml"
+    names = sorted(mistakes)
+    wrong.write_text("".join(f'[{name}]\nfamily = "threads_not_joined"\nentry = "none"\n' for name in names[:-1]))
+    monkeypatch.setattr(matching, "CORPUS_ANSWERS", Path(wrong))
+    scored = matching.corpus(runs, load_entries())
+    assert set(scored["rows"]) == set(names[:-1]) and scored["first"] == 0 < right["first"]
+    assert scored["no_entry_counted"] == len(names) - 1 and scored["entry_counted"] == 0
