@@ -62,9 +62,10 @@ _CALLBACK_TYPES = ("torch.utils.hooks.RemovableHandle", "weakref.finalize")
 # Handles of asynchronous work that keep their result (or its inputs) until dropped.
 _ASYNC_HANDLES = re.compile(r"(^|\.)(_?asyncio\.(Task|Future)|Future|Work)$")
 _CACHE_KEYS = re.compile(r"^\[(torch\.Tensor|torch\.Size|tuple|torch\.nn\.parameter\.Parameter) key\]$")
-# Names of caches, and IPython's output history (``Out``, ``_oh``, ``_``, ``__``, ``_12``).
-# ("memo", not "memory": a replay buffer named memory is a container, not a cache.)
-_CACHE_NAMES = re.compile(r"cache|memo(?!ry)|^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$", re.IGNORECASE)
+# Names of caches ("memo", not "memory": a replay buffer named memory is a container, not a cache).
+_CACHE_NAMES = re.compile(r"cache|memo(?!ry)", re.IGNORECASE)
+# IPython's output history: ``Out``, ``_oh``, and the names it binds (``_``, ``__``, ``_12``).
+_OUTPUT_HISTORY = re.compile(r"^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$")
 # A module's own tables of its submodules, parameters and buffers: its structure, not a registry.
 _MODULE_TABLES = re.compile(r"^\.?_(modules|parameters|buffers)$")
 
@@ -144,14 +145,28 @@ def _hooks(e: Evidence) -> str | None:
     return None
 
 
+# Kernel resources: where one of them grows, a cache the walk passed on its way names the wrong
+# holder (an lru_cache of the connections' module is not what keeps every connection open).
+_KERNEL = ("open_fds", "threads", "mapped_files", "mapped_file_bytes")
+
+
 def _lru(e: Evidence) -> str | None:
+    if e.headline in _KERNEL:
+        return None
     # Named as the cache it is where the walk came through the wrapper, or by its type where the
     # wrapper is itself the root (a module global decorated with lru_cache).
     link = _first(e.links, lambda link: link.what.startswith("lru_cache") or link.type.startswith("functools._lru_cache_wrapper"))
     return f"a dict inside functools.lru_cache {link.name}" if link else None
 
 
+def _output_history(e: Evidence) -> str | None:
+    link = _first(e.links, lambda link: bool(_OUTPUT_HISTORY.search(link.name)))
+    return f"IPython's output history ({link.name.strip('[]').strip(chr(39))}) keeps every displayed result" if link else None
+
+
 def _cache(e: Evidence) -> str | None:
+    if e.headline in _KERNEL:
+        return None
     keyed = _first(e.links, lambda link: bool(_CACHE_KEYS.match(link.name)) or link.what == "key")
     if keyed is not None:
         by = keyed.type if keyed.what == "key" else keyed.name.strip("[]").removesuffix(" key")
@@ -212,6 +227,13 @@ def _own_processes(e: Evidence) -> str | None:
     return f"child processes of a {link.type.split(' ')[0]} kept by {e.root}" if link else None
 
 
+def _queued_for_process(e: Evidence) -> str | None:
+    """What grows waits in a multiprocessing queue's own buffer (its feeder thread has not sent it,
+    or the pipe is full): the process at the other end does not take what it is sent."""
+    link = _first(e.links, lambda link: link.type.startswith(("multiprocessing.queues.", "torch.multiprocessing.queue.")))
+    return f"a {link.type.split(' ')[0]} ({link.name or e.root}) whose items another process never takes" if link else None
+
+
 def _workers_iterator(e: Evidence) -> str | None:
     link = _first(e.links, lambda link: "_MultiProcessingDataLoaderIter" in link.type)
     return f"a DataLoader iterator with worker processes, kept by {e.root}" if link else None
@@ -241,6 +263,12 @@ def _container(e: Evidence) -> str | None:
     if held is None or box is None or held.kind not in ("tensor", "container", "value"):
         return None
     return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps every step's {held.type.rsplit('.', 1)[-1]}"
+
+
+def _tensors_kept(e: Evidence) -> str | None:
+    """Descriptors that grow with kept tensors: each tensor a worker sent keeps the
+    shared-memory file its storage lives in."""
+    return _container(e) if e.headline == "open_fds" and e.held is not None and e.held.kind == "tensor" else None
 
 
 def _kind(kind: str, what: str) -> Callable[[Evidence], str | None]:
@@ -282,9 +310,11 @@ RULES: tuple[Rule, ...] = (
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),
     Rule(("dataloader_workers",), "workers", _workers_iterator, specific=True),
+    Rule(("processes",), "workers", _queued_for_process),
     Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer")),
          kept=_kept_by(("module", "optimizer"))),
     Rule(("cache_by_argument",), "cache", _lru, specific=True),
+    Rule(("cache_by_argument",), "cache", _output_history, specific=True),
     Rule(("cache_by_argument",), "cache", _cache),
     Rule(("container_keeps_tensors",), "container", _exception, specific=True),
     Rule(("autograd_history",), "autograd_history", _saved),
@@ -294,6 +324,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
     Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),
     Rule(("container_keeps_tensors",), "container", _async_handles, specific=True),
+    Rule(("container_keeps_tensors",), "container", _tensors_kept),
     Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),
     Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object")),
          kept=_kept_by(("module", "optimizer", "object"))),

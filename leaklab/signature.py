@@ -86,10 +86,15 @@ def _held(held: Any) -> str | None:
 
 
 def _box(found: Evidence) -> str | None:
-    """The type of the container nearest what grew (a list, a dict, a deque, a library's own),
-    tuples left out (an item's fields, not a container that gains entries)."""
-    links = [link for link in found.links if link.kind != "graph"][:-1]
-    box = next((link for link in reversed(links) if link.kind == "container" and not link.type.startswith("tuple")), None)
+    """The type of the container that gains the entries: the one nearest what grew whose next
+    link is any of its items (``[*]``, a key of a type), else the nearest (a list, a dict, a
+    deque, a library's own), tuples left out (an item's fields, not a container that gains
+    entries). A list of per-step dicts is a list that grows, whatever each record is."""
+    links = [link for link in found.links if link.kind != "graph"]
+    boxes = [(link, after) for link, after in zip(links, links[1:], strict=False)
+             if link.kind == "container" and not link.type.startswith("tuple")]
+    box = next((link for link, after in reversed(boxes) if after.name == "[*]" or after.name.endswith(" key]")),
+               boxes[-1][0] if boxes else None)
     return box.type.split(" ")[0].rsplit(".", 1)[-1] if box is not None else None
 
 
@@ -256,6 +261,13 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
     if mine.families is not None:
         entries = [entry for entry in entries if entry.get("family") in mine.families]
         close = FAMILY_CLOSE
+    # An entry its own specific rule decided (an lru_cache, IPython's output history, a hook
+    # registry) is that holder's mistake: its fix applies only where the same rule decided.
+    entries = [entry for entry in entries if entry["signature"].get("rule") in (None, mine.rule)]
+    # A cache is matched with the catalog's caches only (an entry whose own evidence named one):
+    # the shape-keyed native caches and the bounded lru_cache are named from other evidence.
+    if mine.holder == "cache":
+        entries = [entry for entry in entries if entry["signature"].get("holder") == "cache"]
     if mine.kept is not None:
         entries = [entry for entry in entries if entry["signature"].get("kept") == mine.kept]
     best: dict[str, tuple[float, dict[str, Any]]] = {}

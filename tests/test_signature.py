@@ -208,3 +208,34 @@ def test_kept_losses_are_named_by_their_graph_and_called_autograd_history():
     # the same chain where the tensors are the bulk (a batch of features kept with its graph)
     features = Evidence(found.chain, "cpu_tensors", found.growing, rates={"cpu_tensors": 5.1, "host_heap": 5.1})
     assert decide(features).families == ("container_keeps_tensors",)
+
+
+def test_an_entry_of_a_specific_holder_is_named_only_for_that_holder_and_a_cache_only_among_caches():
+    """Round 6: a memo dict was linked to IPython's output history, and a shelve's writeback cache
+    to a shape-keyed native cache; an lru_cache's fix does not apply to a dict named cache."""
+    from dataclasses import replace
+
+    lru = Signature({"cpu_tensors": 5.0}, "cpu_tensors", "cache", "tensor", families=("cache_by_argument",), rule="_lru", box="dict")
+    memo = replace(lru, rule=None)
+    matcher = Signature({"cpu_tensors": 5.0}, "cpu_tensors", None, "tensor", families=())  # its run named no holder
+    entries = [_entry("lru_cache_unbounded", "cache_by_argument", lru), _entry("lru_cache_matcher", "cache_by_argument", matcher)]
+    assert [r.slug for r in resemble(lru, entries, device="cpu")][0] == "lru_cache_unbounded"
+    assert resemble(memo, entries, device="cpu") == []
+    # a leak that no rule named a cache is still compared with every entry of its family
+    kept = replace(matcher, families=("cache_by_argument",))
+    assert [r.slug for r in resemble(kept, entries, device="cpu")] == ["lru_cache_matcher"]
+
+
+def test_the_box_is_the_container_that_gains_the_entries():
+    """trainer_metrics_keep_graph: a history list of per-step dicts is a list that grows, as a
+    logger's list of losses is, whatever each record is."""
+    from leaklab.chain import Link
+    from leaklab.signature import redecide
+
+    links = [Link("closure cell", "make_step.<locals>.history", "dict", "container"), Link("item", "['train']", "list", "container"),
+             Link("item", "[*]", "dict", "container"), Link("grown, with an autograd graph", "['loss']", "torch.Tensor", "tensor")]
+    found = redecide(Signature(grows={"cpu_tensors": 2.0}, headline="cpu_tensors"), [link.__dict__ for link in links], None)
+    assert found.box == "list"
+    nearest = [Link("closure cell", "make_step.<locals>.kept", "collections.deque", "container"), Link("attribute", ".rows", "dict", "container"),
+               Link("grown", "['x']", "torch.Tensor", "tensor")]
+    assert redecide(Signature(grows={"cpu_tensors": 2.0}, headline="cpu_tensors"), [link.__dict__ for link in nearest], None).box == "dict"
