@@ -626,9 +626,35 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
                               document, scored))
         misses += _misses(scored, document, "real-model ")
     out.append("")
+    out += _first_measured(results)
     if misses:
         out += ["Steps whose family was named wrong (or not at all):", "", *misses, ""]
     return out
+
+
+HELD_OUT_ROUNDS = ROOT / "results" / "held-out" / "rounds.json"
+
+
+def _first_measured(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Each round as first measured, while it was still held out ([tools/held_out_rounds.py]):
+    the table above rematches every row against today's rules, fixed on the earlier rounds' misses."""
+    try:
+        files = json.loads(HELD_OUT_ROUNDS.read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return []
+    documents = dict(results)
+    out = ["Each round as first measured, while it was still held out (before any rule was fixed on its misses; "
+           "[held-out/rounds.json](results/held-out/rounds.json), read from the matching files' history by "
+           "[tools/held_out_rounds.py](tools/held_out_rounds.py)):", "",
+           "| round | device | measured at | family right | right entry first (of those with one) | nothing close (of those with no entry) |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for filename, rounds in sorted(files.items()):
+        if filename not in documents:
+            continue
+        for number, c in sorted(rounds.items(), key=lambda item: int(item[0])):
+            out.append(f"| {number} | {_short_where(documents[filename])} | {c['commit']} | {c['first']} of {c['counted']} | "
+                       f"{c['entry_first']} of {c['entry_counted']} | {c['no_entry_none']} of {c['no_entry_counted']} |")
+    return [*out, ""]
 
 
 def _time_to_verdict(results: list[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -1,5 +1,7 @@
 """The held-out matching rates per round: counted per round, and round 2 rendered on a row of its own."""
 
+from pathlib import Path
+
 from leaklab.scripts import load_script
 from leaklab_lab.catalog import _matching
 from leaklab_lab.matching import FRESH_STEPS, _rates
@@ -70,3 +72,28 @@ def test_the_corpus_is_scored_against_the_readers_answers(tmp_path, monkeypatch)
     scored = matching.corpus(runs, load_entries())
     assert set(scored["rows"]) == set(names[:-1]) and scored["first"] == 0 < right["first"]
     assert scored["no_entry_counted"] == len(names) - 1 and scored["entry_counted"] == 0
+
+
+def test_each_round_is_kept_as_first_measured_from_the_files_history(tmp_path, monkeypatch):
+    """tools/held_out_rounds.py: a round's counts come from the first commit whose file has it,
+    not from a later one (where the rules had been fixed on its misses)."""
+    import importlib.util
+    import json
+    import subprocess
+
+    spec = importlib.util.spec_from_file_location("held_out_rounds", Path(__file__).parents[1] / "tools" / "held_out_rounds.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    counts = dict.fromkeys(tool.KEPT, 0)
+    name = "results/m.json"
+    (tmp_path / "results").mkdir()
+    for first in (3, 5):  # round 2 measured held out (3 right), then rematched after its fixes (5 right)
+        rounds = {"1": counts, "2": {**counts, "first": first}} if first == 3 else {"2": {**counts, "first": first}, "3": counts}
+        (tmp_path / name).write_text(json.dumps({"benchmarks": {"matching": {"rounds": rounds}}}))
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"r{first}"], check=True)
+    found = tool.first_measured(name)
+    assert sorted(found) == ["2", "3"] and found["2"]["first"] == 3

@@ -1,0 +1,46 @@
+"""Each held-out round's matching counts as first measured, while it was still held out.
+
+The matching table in docs/harness.md rematches every committed row against the rules as they are
+now, so a round whose misses the rules were later fixed on reads better there than it did held
+out. This reads the git history of the matching results files and keeps, for each round, the
+counts of the first commit whose file has that round (as `leaklab bench --matching` wrote them),
+in results/held-out/rounds.json, which the catalog renders beside the table.
+
+usage: python3 tools/held_out_rounds.py
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ("results/cpu-matching-torch2.14.1.json", "results/h200-matching-torch2.11.0.json")
+OUT = ROOT / "results" / "held-out" / "rounds.json"
+KEPT = ("counted", "first", "top3", "none_close", "entry_counted", "entry_first", "no_entry_counted", "no_entry_none")
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+
+
+def first_measured(name: str) -> dict[str, dict]:
+    rounds: dict[str, dict] = {}
+    for commit in git("log", "--format=%H", "--reverse", "--", name).split():
+        try:
+            summary = json.loads(git("show", f"{commit}:{name}"))["benchmarks"]["matching"]
+        except (subprocess.CalledProcessError, ValueError, KeyError):
+            continue
+        for number, counts in summary.get("rounds", {}).items():
+            if number != "1" and number not in rounds:  # round 1 was never measured held out
+                rounds[number] = {"commit": commit[:7], **{key: counts[key] for key in KEPT}}
+    return rounds
+
+
+def main() -> None:
+    document = {"about": __doc__.split("\n\n")[0], "files": {name.removeprefix("results/"): first_measured(name) for name in FILES}}
+    OUT.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
