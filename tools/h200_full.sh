@@ -39,7 +39,7 @@ if [[ ${BENCH:-1} != 0 ]]; then
 fi
 # MATCHING=1: held-out leaky steps from public reports, each checked and matched to the catalog.
 if [[ ${MATCHING:-0} != 0 ]]; then
-  timeout 200 python3 -m leaklab bench --device cuda --matching --results "$OUT/h200-matching-torch$TORCH.json" \
+  timeout ${MATCHING_LIMIT:-450} python3 -m leaklab bench --device cuda --matching --results "$OUT/h200-matching-torch$TORCH.json" \
     --note "leaklab bench --matching on the lent NVIDIA H200 (device tool), $WHEN" 2>&1 | tail -14
 fi
 # One report as a user sees it.
