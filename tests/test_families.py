@@ -223,3 +223,14 @@ def test_descriptors_that_grow_with_kept_tensors_are_the_tensors_kept():
     files = _chain(ROOT, ("grown", "[*]", "_io.BufferedReader", "file"))
     assert decide(Evidence(files, "open_fds", frozenset({"open_fds"}))).families == ("descriptors_not_closed",)
     assert decide(Evidence(None, "open_fds", frozenset({"open_fds"}))).families == ("descriptors_not_closed",)
+
+
+# The rules fixed on round 7's misses.
+def test_an_exit_stacks_callbacks_are_registered_callbacks():
+    """replicas_left_on_exit_stack: every replica's close is pushed on a long-lived ExitStack that
+    is never closed; its ._exit_callbacks deque keeps each bound method, and with it the replica."""
+    chain = _chain(("closure cell", "make_step.<locals>.pod", "Pod", "object"),
+                   ("attribute", "._exit_callbacks", "collections.deque", "container"), ("item", "[*]", "tuple", "container"),
+                   ("item", "[*]", "method", "callable"), ("attribute", ".__self__", "Replica", "object"),
+                   ("attribute", ".workspace", "torch.Tensor", "tensor"))
+    assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("registered_callbacks",)
