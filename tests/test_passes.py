@@ -387,3 +387,47 @@ def test_a_verdict_the_long_pass_brings_back_to_the_first_series_is_not_uncertai
                               watched, PLAN)
     assert verdict.trends["host_heap"].verdict == BOUNDED
     assert "host_heap" not in verdict.uncertain and verdict.changed == ()
+
+
+def test_a_reading_of_several_ranks_where_a_tensor_counter_rose_is_taken_again_after_a_pause(monkeypatch):
+    """A collective's work outlives its wait: gloo's worker thread drops it (and its tensors) just
+    after waking the waiter, and on a busy machine after the reading. A run of several ranks reads
+    again where an exact counter rose; a tensor kept by the step stays in the second reading."""
+    import threading
+
+    import torch
+
+    from leaklab import runner
+    from leaklab.measure import Probe
+    from leaklab.resources import resolve
+    from leaklab.runner import BASELINE, RunOptions, _Run
+    from leaklab.series import Series, call_step
+    from leaklab.timelimit import TimeLimit
+
+    class OneRank:  # the coordinator's part that measure() uses, for one rank
+        def call_step(self, step, series):
+            call_step(step, series)
+
+        def agree(self, series, over):
+            return over
+
+    # The pause made long beside the work's moment, so that a slow machine cannot make it fail.
+    monkeypatch.setattr(runner, "REREAD_SECONDS", 0.4)
+    kept = []
+
+    def in_flight_then_kept():
+        work = torch.ones(256)  # held by a "worker thread" for a moment after the step returns
+        threading.Timer(0.1, work.clone).start()  # the timer holds it for 0.1 s
+        kept.append(torch.ones(128))  # what the step itself keeps: 512 B a step
+
+    def readings(ranks):
+        kept.clear()
+        with Probe("cpu", resolve("cpu", ("cpu_tensors",)), track_tensors=True) as probe:
+            run = _Run(probe, RunOptions(ranks=ranks), TimeLimit(None), Series(("cpu_tensors",), 8), {}, step=in_flight_then_kept)
+            run.measure(run.series, 5, start=BASELINE)
+            values = run.series.series("cpu_tensors")
+        return [b - a for a, b in zip(values, values[1:], strict=False)]
+
+    assert readings(OneRank()) == [512] * 5
+    # One reading alone (a single process) sees the tensor still in flight.
+    assert readings(None) != [512] * 5
