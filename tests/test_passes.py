@@ -412,12 +412,12 @@ def test_a_reading_of_several_ranks_where_a_tensor_counter_rose_is_taken_again_a
             return over
 
     # The pause made long beside the work's moment, so that a slow machine cannot make it fail.
-    monkeypatch.setattr(runner, "REREAD_SECONDS", 0.4)
+    monkeypatch.setattr(runner, "REREAD_SECONDS", 0.25)
     kept = []
 
     def in_flight_then_kept():
         work = torch.ones(256)  # held by a "worker thread" for a moment after the step returns
-        threading.Timer(0.1, work.clone).start()  # the timer holds it for 0.1 s
+        threading.Timer(0.05, work.clone).start()  # the timer holds it for 0.05 s
         kept.append(torch.ones(128))  # what the step itself keeps: 512 B a step
 
     def readings(ranks):
