@@ -235,6 +235,14 @@ def _queued_for_process(e: Evidence) -> str | None:
     return f"a {link.type.split(' ')[0]} ({link.name or e.root}) whose items another process never takes" if link else None
 
 
+def _loader_workers(e: Evidence) -> str | None:
+    """Growth in child processes that a DataLoader owns (its iterator's workers)."""
+    if e.headline not in _CHILDREN:
+        return None
+    link = _first(e.links, lambda link: "torch.utils.data" in link.type)
+    return f"what grows lives in the worker processes of a {link.type.split(' ')[0].rsplit('.', 1)[-1]} kept by {e.root}" if link else None
+
+
 def _workers_iterator(e: Evidence) -> str | None:
     link = _first(e.links, lambda link: "_MultiProcessingDataLoaderIter" in link.type)
     return f"a DataLoader iterator with worker processes, kept by {e.root}" if link else None
@@ -306,6 +314,7 @@ def _garbage(e: Evidence) -> str | None:
 # from the resource: a hook dict is a hook dict whatever memory it fills.
 RULES: tuple[Rule, ...] = (
     Rule(("processes",), "workers", _own_processes, specific=True),
+    Rule(("dataloader_workers",), "workers", _loader_workers),
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("cyclic_garbage",), "garbage", _collector_keeps, specific=True),
     Rule(("autograd_history",), "autograd_history", _graph),

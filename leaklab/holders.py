@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import functools
 import gc
+import multiprocessing.process
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -468,6 +470,30 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         if chain.found:
             return chain
     return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or chain
+
+
+def process_owners(pids: Iterable[int]) -> list[Any]:
+    """The objects that own the child processes ``pids``: multiprocessing's ``Process`` objects (a
+    DataLoader's workers, a Pool's, a Manager's server) and ``subprocess.Popen``. They were
+    usually made before the baseline, and frozen since: the collector is unfrozen first."""
+    wanted = set(pids)
+    gc.unfreeze()
+    # type(), not isinstance(): an object's __class__ may be a property that warns (torch's reduce_op)
+    return [obj for obj in gc.get_objects()
+            if issubclass(type(obj), (multiprocessing.process.BaseProcess, subprocess.Popen)) and obj.pid in wanted]
+
+
+def children_holder(pids: Iterable[int], step: Any = None, seconds: float = SECONDS) -> Chain:
+    """What holds the child processes where the memory that grows is theirs: the chain from a
+    root a user can name to the objects that own them (a DataLoader's iterator and its workers,
+    a Manager, a Pool), found as :func:`holder_chain` finds what grew."""
+    owners = process_owners(pids)
+    if not owners:
+        return Chain([], "not found: no Python object owns the child processes")
+    seeds = step_seeds(step) if step is not None else _caller_seeds()
+    # Walked down from the step's roots first; where only multiprocessing's own set of the
+    # children it started reaches them, that set is the root (started, never joined).
+    return holder_chain(owners[:SAMPLES], _step_names(step), [owners], seconds=seconds, seeds=seeds)
 
 
 def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str], ignore: list[Any],

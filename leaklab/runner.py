@@ -441,9 +441,11 @@ def _run(factory: Factory, device: str, options: RunOptions, built: set[int]) ->
         run.enter("release", stage=False)
         if watcher is not None:
             run.found["sites"], run.found["history"] = attribution.finish(watcher, probe, run.step)
-        if "error" not in run.found and not run.pass_stopped:
+        if "error" not in run.found:
             try:
-                _name_growth(run, censuses)
+                if not run.pass_stopped:  # naming may run a few more steps
+                    _name_growth(run, censuses)
+                _name_children(run)  # runs no step
             except KeyboardInterrupt as exc:
                 run.fail(exc)
                 del exc
@@ -722,6 +724,21 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
             run.found["history"] = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs,
                                                                 censuses.steps)
     run.enter(None)
+
+
+def _name_children(run: _Run) -> None:
+    """Where memory of child processes grows and nothing else named a holder: what owns those
+    processes (a DataLoader's iterator and its workers, a Manager's server, a Pool), so that a
+    loader's workers are told from the step's own processes."""
+    if run.verdicts is None or run.found.get("holder") is not None:
+        return
+    if not any(known.get(name).holder == "workers" for name in growing(run.verdicts.trends, run.probe.watched)):
+        return
+    pids = [child.pid for child in live_children()]
+    if pids:
+        run.enter("naming")
+        run.found["holder"], run.found["holder_missing"] = holders.fields(holders.children_holder(pids, run.step))
+        run.enter(None)
 
 
 def leftover(watched: tuple[known.Resource, ...], before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

@@ -224,3 +224,40 @@ def test_a_users_code_in_a_folder_named_like_the_tool_is_still_the_users(tmp_pat
     report = load_script(script).loop()
     assert report.verdict == "grows"
     assert report.holder and report.holder[0]["name"] == "loop(): history", report.holder_missing
+
+
+def _sleep() -> None:
+    time.sleep(30)
+
+
+def test_child_processes_are_named_by_what_owns_them_a_loaders_iterator_or_the_steps_own():
+    """Round 7: growth in child processes was 'a DataLoader's workers or the step's own processes'
+    with nothing to tell them apart; the objects that own the children do (a Manager's server, a
+    process of the step's own, a DataLoader iterator's workers)."""
+    import multiprocessing
+
+    from leaklab.holders import children_holder
+
+    context = multiprocessing.get_context("fork")
+    helpers = []
+    loader = torch.utils.data.DataLoader(list(range(64)), batch_size=4, num_workers=1)
+    batches = iter(loader)
+
+    def step():
+        return helpers, batches
+
+    helpers.append(context.Process(target=_sleep, daemon=True))
+    helpers[0].start()
+    next(batches)
+    try:
+        own = children_holder([helpers[0].pid], step)
+        workers = children_holder([worker.pid for worker in batches._workers], step)
+    finally:
+        helpers[0].terminate()
+        helpers[0].join()
+        batches._shutdown_workers()
+    assert own.found and "helpers" in own.links[0].name
+    assert decide(Evidence(own, "worker_memory", frozenset({"worker_memory"}))).families == ("processes",)
+    assert workers.found and any("torch.utils.data" in link.type for link in workers.links)
+    assert decide(Evidence(workers, "worker_memory", frozenset({"worker_memory"}))).families == ("dataloader_workers",)
+    assert not children_holder([2**22 + 7], step).found  # no Python object owns that pid
