@@ -312,8 +312,7 @@ class _Run:
             self.done += 1
             sample = probe.sample(only)
             if ranks is not None and _exact_rose(series, sample):
-                time.sleep(REREAD_SECONDS)
-                sample = probe.sample(only)
+                sample = _read_again(probe, sample, only)
             series.add(sample, probe, seconds)
             if self.options.progress and not quiet:
                 self.options.progress(run_before + i + 1, planned, sample, run_before + i + 1 == planned)
@@ -588,6 +587,18 @@ def _exact_rose(series: Series, sample: dict[str, int]) -> bool:
     series' last reading."""
     last = series.last()
     return any(known.get(name).exact and sample[name] > last[name] for name in series.names if name in sample)
+
+
+def _read_again(probe: Probe, sample: dict[str, int], only: list[str] | None) -> dict[str, int]:
+    """``sample`` with each exact counter read again after :data:`REREAD_SECONDS`, the lower of the
+    two kept; every other reading, and what the first collection found, stay the first's (a peak
+    is reset by a reading, and the step's cyclic garbage was collected by the first)."""
+    garbage = probe.garbage
+    time.sleep(REREAD_SECONDS)
+    again = probe.sample(only)
+    probe.garbage = garbage
+    return {name: min(value, again[name]) if known.get(name).exact and not known.get(name).resets else value
+            for name, value in sample.items()}
 
 
 def _settle(run: _Run, plan: Pass) -> Done:
