@@ -282,7 +282,9 @@ def _children(path: str, obj: Any) -> list[tuple[str, Any]]:
             found += [(f"{path}.__traceback__[{frame.f_code.co_name}].{name}", value) for name, value in frame.f_locals.items()]
             tb = tb.tb_next
         return found + [(f"{path}.{key}", value) for key, value in vars(obj).items()]
-    if hasattr(obj, "__dict__") and not callable(obj) or isinstance(obj, torch.nn.Module):
+    # An instance's attributes, a callable one's too (a service or a metric with ``__call__``):
+    # functions, methods and classes are walked above or not at all.
+    if hasattr(obj, "__dict__") and isinstance(getattr(obj, "__dict__", None), dict):
         return [(f"{path}.{key}", value) for key, value in vars(obj).items()]
     return []
 

@@ -138,6 +138,13 @@ def _hooks(e: Evidence) -> str | None:
                  or link.what.startswith("signal handler")), None)
     if link is not None:
         return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
+    held = e.held
+    if held is not None and held.kind == "callable" and len(links) > 1 and links[-2].kind == "container":
+        # A dict or list whose entries are what grows, each a function: callbacks registered every
+        # step, wherever the registry lives (a tensor's own hook dict has no name Python shows).
+        box, short = links[-2], lambda link: link.type.split(" ")[0].rsplit(".", 1)[-1]
+        where = box.name.lstrip(".") or (f"of a {short(links[-3])}" if len(links) > 2 else e.root)
+        return f"a {short(box)} ({where}) that gains a {short(held)} every step"
     link = _first(e.links, lambda link: link.type.startswith(_CALLBACK_TYPES))
     if link is not None:
         return f"callbacks registered every step ({link.type.split(' ')[0].rsplit('.', 1)[-1]} entries kept by {e.root})"
@@ -172,8 +179,14 @@ def _cache(e: Evidence) -> str | None:
     if keyed is not None:
         by = keyed.type if keyed.what == "key" else keyed.name.strip("[]").removesuffix(" key")
         return f"a dict keyed by {by.split(' ')[0]} (a cache by argument)"
-    named = _first(e.links, lambda link: bool(_CACHE_NAMES.search(link.name)))
+    named = _first(e.links, lambda link: bool(_CACHE_NAMES.search(_own_name(link.name))))
     return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None
+
+
+def _own_name(name: str) -> str:
+    """A link's own name: a closure cell's variable, not the function that made it (a step named
+    ``train_with_cache`` does not make every variable of it a cache)."""
+    return name.rpartition(".<locals>.")[2]
 
 
 def _registry(e: Evidence, kinds: tuple[str, ...]) -> tuple[Link | None, Link] | None:
@@ -181,13 +194,25 @@ def _registry(e: Evidence, kinds: tuple[str, ...]) -> tuple[Link | None, Link] |
     below it: a registry that keeps whole objects, or None."""
     links = [link for link in e.links if link.kind != "graph"]
     for i, above in enumerate(links[:-1]):
-        if not (above.kind == "container" or _CONTAINERS.match(above.type)) or _MODULE_TABLES.match(above.name):
+        if not (above.kind == "container" or _CONTAINERS.match(above.type)):
+            continue
+        if _MODULE_TABLES.match(above.name) and not _modules_added(links, i):
             continue
         kept = next((link for link in links[i + 1:] if link.kind in kinds), None)
         if kept is not None:
             return above, kept
     held = e.held
     return (None, held) if held is not None and held.kind in kinds and held.kind != "object" else None
+
+
+def _modules_added(links: list[Link], i: int) -> bool:
+    """Whether ``links[i]`` is a module's table of submodules whose entry holds what grew through
+    module tables only (the entry's own parameters, or its children's): what grows is whole
+    modules added to the model, not a tensor some module keeps. The last such table is named."""
+    def structure(link: Link) -> bool:
+        return link.kind == "module" or bool(_MODULE_TABLES.match(link.name))
+    return (links[i].name == "._modules" and links[i + 1].kind == "module" and all(structure(link) for link in links[i + 1:-1])
+            and links[-1].kind == "tensor" and not any(link.name == "._modules" for link in links[i + 1:-1]))
 
 
 def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
@@ -200,6 +225,10 @@ def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
         above, kept = found
         if above is None:
             return f"{kept.kind}s kept by {e.root}"
+        if above.name == "._modules":
+            links = e.links
+            owner = links[max(i for i, link in enumerate(links) if link is above) - 1]
+            return f"{kept.type.rsplit('.', 1)[-1]} modules added to a {owner.type.split(' ')[0].rsplit('.', 1)[-1]} ({owner.name.lstrip('.') or e.root}) every step"
         return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
     return test
 

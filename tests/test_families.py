@@ -234,3 +234,36 @@ def test_an_exit_stacks_callbacks_are_registered_callbacks():
                    ("item", "[*]", "method", "callable"), ("attribute", ".__self__", "Replica", "object"),
                    ("attribute", ".workspace", "torch.Tensor", "tensor"))
     assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("registered_callbacks",)
+
+
+# The rules fixed on round 8's misses, each on the chain the walk gave there.
+def test_a_tensors_own_hook_dict_gaining_callables_is_registered_callbacks():
+    """watch_hooks_per_train_call: a hook registered on every parameter at each call; the dict
+    that keeps them is the tensor's own, which Python shows with no name."""
+    chain = _chain(("closure cell", "make_step.<locals>.opt", "torch.optim.sgd.SGD", "optimizer"),
+                   ("attribute", ".param_groups", "list", "container"), ("item", "[*]", "dict", "container"),
+                   ("item", "['params']", "list", "container"), ("item", "[*]", "torch.nn.parameter.Parameter", "tensor"),
+                   ("referent", "", "collections.OrderedDict", "container"), ("grown", "[*]", "functools.partial", "callable"))
+    decision = decide(Evidence(chain, "python_objects", frozenset({"python_objects"})))
+    assert decision.families == ("registered_callbacks",) and "OrderedDict (of a Parameter)" in decision.why
+
+
+def test_modules_added_to_a_module_dict_are_a_registry_of_models():
+    """adapters_loaded_never_deleted: a new adapter (a Linear) added to a ModuleDict each call:
+    what grew is a Parameter, but through module tables only, so what grows is whole modules."""
+    chain = _chain(("closure cell", "make_step.<locals>.host", "Host", "module"),
+                   ("attribute", "._modules", "dict", "container"), ("item", "['lora_b']", "torch.nn.modules.container.ModuleDict", "module"),
+                   ("attribute", "._modules", "dict", "container"), ("item", "['sweep-00030']", "torch.nn.modules.linear.Linear", "module"),
+                   ("attribute", "._parameters", "dict", "container"), ("grown", "['weight']", "torch.nn.parameter.Parameter", "tensor"))
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("registry_keeps_objects",) and decision.kept == "module"
+    assert "Linear modules added to a ModuleDict (['lora_b'])" in decision.why
+
+
+def test_a_closures_function_name_does_not_make_its_variables_caches():
+    """lora_adapters_mapped_in_cache: the step's function had "cache" in its name; the mapped
+    tensors its manager keeps are memory maps, not a cache by argument."""
+    chain = _chain(("closure cell", "load_in_cache.<locals>.manager", "Manager", "object"),
+                   ("attribute", ".loaded", "dict", "container"), ("item", "['lora_226']", "dict", "container"),
+                   ("grown", "['lora_up']", "torch.Tensor", "mapping"))
+    assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors", "mapped_file_bytes"}))).families == ("mapped_files_kept",)

@@ -261,3 +261,28 @@ def test_child_processes_are_named_by_what_owns_them_a_loaders_iterator_or_the_s
     assert workers.found and any("torch.utils.data" in link.type for link in workers.links)
     assert decide(Evidence(workers, "worker_memory", frozenset({"worker_memory"}))).families == ("dataloader_workers",)
     assert not children_holder([2**22 + 7], step).found  # no Python object owns that pid
+
+
+def test_a_graph_growing_in_a_buffer_of_a_callable_service_is_named():
+    """kv_cache_keeps_request_graphs (round 8): a service object with ``__call__`` whose model
+    writes graph-connected values into a persistent buffer; the walk went through objects' own
+    attributes but not through a callable object's, so the graph was never seen."""
+    import leaklab
+
+    class Service:
+        def __init__(self):
+            self.proj = torch.nn.Linear(8, 8)
+            self.proj.register_buffer("cache", torch.zeros(4, 8), persistent=False)
+
+        def __call__(self, x):  # no torch.no_grad(): each call chains its graph onto the buffer's
+            self.proj.cache[0] = self.proj(x)[0]
+            return float(self.proj.cache.detach().sum())
+
+    def make_step():
+        service = Service()
+        return lambda: service(torch.ones(1, 8))
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows"
+    assert report.holder and report.holder[-1]["kind"] == "graph", report.holder_missing
+    assert any(link["name"].endswith(".service") for link in report.holder)
