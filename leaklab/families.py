@@ -264,6 +264,16 @@ def _queued_for_process(e: Evidence) -> str | None:
     return f"a {link.type.split(' ')[0]} ({link.name or e.root}) whose items another process never takes" if link else None
 
 
+def _persistent_workers(e: Evidence) -> str | None:
+    """Growth in the workers of a DataLoader that keeps its iterator (``._iterator``: a DataLoader
+    keeps one only with ``persistent_workers=True``): the same processes serve every epoch, and
+    whatever each one accumulates stays."""
+    if e.headline not in _CHILDREN:
+        return None
+    link = _first(e.links, lambda link: link.name == "._iterator" and "_MultiProcessingDataLoaderIter" in link.type)
+    return "a DataLoader with persistent workers (its ._iterator) keeps the same worker processes from epoch to epoch" if link else None
+
+
 def _loader_workers(e: Evidence) -> str | None:
     """Growth in child processes that a DataLoader owns (its iterator's workers)."""
     if e.headline not in _CHILDREN:
@@ -343,6 +353,7 @@ def _garbage(e: Evidence) -> str | None:
 # from the resource: a hook dict is a hook dict whatever memory it fills.
 RULES: tuple[Rule, ...] = (
     Rule(("processes",), "workers", _own_processes, specific=True),
+    Rule(("dataloader_workers",), "workers", _persistent_workers, specific=True),
     Rule(("dataloader_workers",), "workers", _loader_workers),
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("cyclic_garbage",), "garbage", _collector_keeps, specific=True),

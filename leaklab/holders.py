@@ -181,20 +181,21 @@ def _cell_name(cell: types.CellType) -> str:
 
 def holder_chain(grown: Iterable[Any], named: dict[int, str] | None = None, ignore: Iterable[Any] = (),
                  seconds: float = SECONDS, max_objects: int = MAX_OBJECTS, max_depth: int = MAX_DEPTH,
-                 seeds: list[tuple[str, str, Any]] | None = None) -> Chain:
+                 seeds: list[tuple[str, str, Any]] | None = None, avoid: Iterable[Any] = ()) -> Chain:
     """The shortest chain from a nameable root to any of ``grown``, found breadth first over
     referrers within ``seconds`` and ``max_objects``. ``named``: id -> name of objects that are
     roots to the caller (the step). ``ignore``: objects never followed (the caller's census,
     lists that hold ``grown``). ``seeds``: (what, name, object) roots to search down from first
     (:func:`step_seeds`): a walk down from the step's own roots sees only what the step reaches,
     where each level of a walk up scans every object the collector tracks (0.15 s among the
-    320,000 objects of a process that imported torch, measured)."""
+    320,000 objects of a process that imported torch, measured). ``avoid``: objects the walk down
+    never enters (a library's own registry, named only where the walk up finds nothing else)."""
     deadline = time.perf_counter() + seconds
     samples = list(grown)
     if not samples:
         return Chain([], "not found: nothing grew that Python can see")
     if seeds:
-        found = _walk_down(samples, seeds, time.perf_counter() + seconds / 2, max_objects)
+        found = _walk_down(samples, seeds, time.perf_counter() + seconds / 2, max_objects, {id(obj) for obj in avoid})
         if found is not None:
             return found
     gc.unfreeze()
@@ -285,11 +286,13 @@ def _class_state(kind: type) -> list[Any]:
     return found
 
 
-def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: float, max_objects: int) -> Chain | None:
-    """Breadth first from ``seeds`` down to any of ``grown``; None where none is reached."""
+def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: float, max_objects: int,
+               avoid: frozenset[int] | set[int] = frozenset()) -> Chain | None:
+    """Breadth first from ``seeds`` down to any of ``grown``, never through ``avoid`` (ids); None
+    where none is reached."""
     targets = {id(obj) for obj in grown}
     up: dict[int, Any] = {}       # id -> the object above it
-    keep: dict[int, Any] = {}
+    keep: dict[int, Any] = dict.fromkeys(avoid)
     frontier: list[Any] = []
     for what, name, obj in seeds:
         if id(obj) not in keep:
@@ -491,9 +494,12 @@ def children_holder(pids: Iterable[int], step: Any = None, seconds: float = SECO
     if not owners:
         return Chain([], "not found: no Python object owns the child processes")
     seeds = step_seeds(step) if step is not None else _caller_seeds()
-    # Walked down from the step's roots first; where only multiprocessing's own set of the
-    # children it started reaches them, that set is the root (started, never joined).
-    return holder_chain(owners[:SAMPLES], _step_names(step), [owners], seconds=seconds, seeds=seeds)
+    # Walked down from the step's roots first, never through multiprocessing's own set of the
+    # children it started (a step that calls multiprocessing.active_children() names it in two
+    # links, where its DataLoader's iterator keeps the workers in three); where only that set
+    # reaches them, the walk up names it as the root (started, never joined).
+    return holder_chain(owners[:SAMPLES], _step_names(step), [owners], seconds=seconds, seeds=seeds,
+                        avoid=[multiprocessing.process._children])
 
 
 def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str], ignore: list[Any],

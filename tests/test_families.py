@@ -267,3 +267,18 @@ def test_a_closures_function_name_does_not_make_its_variables_caches():
                    ("attribute", ".loaded", "dict", "container"), ("item", "['lora_226']", "dict", "container"),
                    ("grown", "['lora_up']", "torch.Tensor", "mapping"))
     assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors", "mapped_file_bytes"}))).families == ("mapped_files_kept",)
+
+
+def test_growth_in_the_workers_of_a_loader_that_keeps_its_iterator_is_persistent_workers():
+    """Six held-out steps whose workers fill a cache (worker_image_cache, reader_cache_in_persistent_workers,
+    ...) were named after cow_dataset_workers: a DataLoader keeps its iterator (``._iterator``)
+    only with persistent_workers=True, and that is the mistake of persistent_workers_cache."""
+    loader = ("closure cell", "make_step.<locals>.loader", "torch.utils.data.dataloader.DataLoader", "object")
+    workers = [("attribute", "._workers", "list", "container"), ("item", "[*]", "multiprocessing.context.ForkProcess", "object")]
+    kept = _chain(loader, ("attribute", "._iterator", "torch.utils.data.dataloader._MultiProcessingDataLoaderIter", "object"), *workers)
+    decision = decide(Evidence(kept, "worker_memory", frozenset({"worker_memory"})))
+    assert decision.families == ("dataloader_workers",) and decision.rule == "_persistent_workers"
+    each_epoch = _chain(("closure cell", "make_step.<locals>.batches", "torch.utils.data.dataloader._MultiProcessingDataLoaderIter",
+                         "object"), *workers)
+    decision = decide(Evidence(each_epoch, "worker_memory", frozenset({"worker_memory"})))
+    assert decision.families == ("dataloader_workers",) and decision.rule is None

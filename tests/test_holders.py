@@ -2,6 +2,7 @@
 
 import functools
 import gc
+import multiprocessing
 import time
 import weakref
 
@@ -286,3 +287,27 @@ def test_a_graph_growing_in_a_buffer_of_a_callable_service_is_named():
     assert report.verdict == "grows"
     assert report.holder and report.holder[-1]["kind"] == "graph", report.holder_missing
     assert any(link["name"].endswith(".service") for link in report.holder)
+
+
+def test_a_persistent_loaders_workers_are_named_from_the_loader_not_from_multiprocessings_own_set():
+    """A step that calls multiprocessing.active_children() reaches multiprocessing's own set of
+    the children it started in two links; the walk named that set, not the DataLoader that keeps
+    its iterator and its workers (persistent_workers_cache's own leak was called 'processes')."""
+    from leaklab.holders import children_holder
+
+    loader = torch.utils.data.DataLoader(list(range(64)), batch_size=4, num_workers=1, persistent_workers=True,
+                                         multiprocessing_context="fork")
+
+    def step():
+        for _ in loader:
+            pass
+        return len(multiprocessing.active_children())
+
+    step()
+    try:
+        chain = children_holder([worker.pid for worker in loader._iterator._workers], step)
+    finally:
+        loader._iterator._shutdown_workers()
+    assert chain.found and chain.links[0].name.endswith(".loader"), chain
+    assert [link.name for link in chain.links[1:]] == ["._iterator", "._workers", "[*]"]
+    assert decide(Evidence(chain, "worker_memory", frozenset({"worker_memory"}))).rule == "_persistent_workers"
