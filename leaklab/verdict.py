@@ -723,7 +723,8 @@ def _next_step_pass(history: Sequence[Done], watched: Sequence[Resource], plan: 
     5. Where nothing grows but a series crept, or what grows is only counters a lazily filled cache
        makes rise (:attr:`Resource.long_growth`), or growth elsewhere leaves a noisy series near its
        floor (:func:`near_floor`), those series alone are continued through a long pass, which may
-       end once they all stalled.
+       end once they all stalled. What still grows after it only as the record of plain data the
+       confirmation's census found is that record (:func:`records`), as after the confirmation.
     """
     last = history[-1]
     if last.kind == WARMUP:
@@ -766,7 +767,11 @@ def _next_step_pass(history: Sequence[Done], watched: Sequence[Resource], plan: 
     if last.kind == LONG_PASS:
         trends, series = _long_passed(stage, last, watched, start)
         readings = len(next(iter(stage.series.values()), ()))  # the long pass's own are not the series'
-        return dataclasses.replace(_final(dataclasses.replace(stage, trends=trends, series=series)),
+        # What still grows after it may be only the record the confirmation's census found (a
+        # list of floats, beside a heap that rose through the confirmation and then settled).
+        stage = dataclasses.replace(stage, trends=trends, series=series)
+        stage = stage if stage.records is not None or last.stopped else _as_records(stage, history[-2], watched, plan)
+        return dataclasses.replace(_final(stage),
                                    readings=readings, long_passed=tuple(last.readings), long_pass_steps=last.count)
     raise ValueError(f"no pass of kind {last.kind!r}")
 

@@ -20,6 +20,7 @@ from leaklab.verdict import (
     Done,
     Filling,
     Pass,
+    PlainData,
     Plan,
     Verdicts,
     creeping,
@@ -434,3 +435,27 @@ def test_a_reading_of_several_ranks_where_a_tensor_counter_rose_is_taken_again_a
     assert readings(OneRank()) == [512] * 5
     # One reading alone (a single process) sees the tensor still in flight.
     assert readings(None) != [512] * 5
+
+
+def test_a_record_beside_a_heap_that_settles_in_the_long_pass_is_a_record():
+    """debug_list_on_one_rank's fix keeps one float a step on rank 1 (a list of confidences): in
+    half the runs its heap rose through the confirmation beside it, so the record did not explain
+    all that grew; the long pass settled the heap, and the float a step was then called a leak."""
+    watched = (TENSORS, HEAP, OBJECTS)
+    objects = lambda first, n: [600_000 + i for i in range(first, first + n)]  # noqa: E731
+    heap = lambda first, n: [50_000_000 + 1100 * i + (300 if i % 3 else 0) for i in range(first, first + n)]  # noqa: E731
+    history = [Done(WARMUP, {"cpu_tensors": [1000] * 6, "host_heap": heap(0, 6), "python_objects": objects(0, 6)}),
+               Done(MEASURED, {"cpu_tensors": [1000] * 21, "host_heap": heap(0, 21), "python_objects": objects(0, 21)})]
+    confirmation = next_pass(history, watched, PLAN)
+    steps = confirmation.steps
+    history.append(Done(CONFIRMATION, {"cpu_tensors": [1000] * steps, "host_heap": heap(21, steps),
+                                       "python_objects": objects(21, steps)},
+                        plain=PlainData("+1 float/step in confidences (a list of 40)", 32.0, 1.0)))
+    long_pass = next_pass(history, watched, PLAN)
+    assert long_pass.kind == LONG_PASS and set(long_pass.resources) == {"host_heap", "python_objects"}
+    settled_heap = {"host_heap": heap(40, 1) * long_pass.steps, "python_objects": objects(40, long_pass.steps)}
+    verdicts = next_pass([*history, Done(LONG_PASS, settled_heap)], watched, PLAN)
+    assert verdicts.trends["python_objects"].verdict == BOUNDED and verdicts.records.resources == ("python_objects",)
+    rising_heap = {**settled_heap, "host_heap": heap(40, long_pass.steps)}
+    verdicts = next_pass([*history, Done(LONG_PASS, rising_heap)], watched, PLAN)
+    assert verdicts.trends["python_objects"].verdict == GROWS and verdicts.records is None
