@@ -14,9 +14,11 @@ The rule, in one place:
 - A pass stopped on one rank (its budget, a failed step) is stopped on every rank at the same
   step; its merged record is stopped, or over budget, where any rank's is.
 - Growth that keeps only a record of plain data (:func:`leaklab.verdict.records`) is settled
-  only where every rank the confirmation named as growing found the same kind of record (a loss
-  history kept on every rank); the rate taken is the smallest rank's, so that it has to explain
-  every rank's growth. Growth held in bounded containers (:func:`leaklab.verdict.fills`) is
+  only on the ranks whose censuses found one, all the same kind (a loss history kept on every
+  rank, or on one): the merged record covers those ranks' series alone, so a series that still
+  grows on any other rank is not a record; the rate taken is the smallest rank's, so that it has
+  to explain every such rank's growth. (A rank the confirmation named for a heap that then
+  settled found none: its record must not be asked of it.) Growth held in bounded containers (:func:`leaklab.verdict.fills`) is
   filled only where every such rank's census found one; the fill pass lasts until the slowest
   rank's is full.
 - The answer (:func:`answer`): the check failed where any rank's step failed (the rank it failed
@@ -90,7 +92,7 @@ def merge_done(dones: Sequence[Done], growing: Sequence[str] = ()) -> Done:
     """One record of a pass from every rank's (in rank order): the readings named per rank,
     stopped where any rank's is, over budget with the first rank's resource that passed it.
     ``growing``: the merged names the pass was planned with (what its censuses named), which
-    decide whether a record of plain data is merged (see the module's rule)."""
+    decide whether bounded containers are merged (see the module's rule)."""
     kinds = {done.kind for done in dones}
     if len(kinds) != 1:
         raise ValueError(f"the ranks ran different passes: {sorted(kinds)}")
@@ -103,7 +105,7 @@ def merge_done(dones: Sequence[Done], growing: Sequence[str] = ()) -> Done:
     told = [done.over_budget for done in dones if done.over_budget]
     over = owned[0] if owned else (told[0] if told else None)
     return Done(dones[0].kind, readings, stopped=any(done.stopped for done in dones),
-                over_budget=over, plain=merge_plain(dones, growing), filling=merge_filling(dones, growing))
+                over_budget=over, plain=merge_plain(dones), filling=merge_filling(dones, growing))
 
 
 def _growing_ranks(growing: Sequence[str]) -> list[int]:
@@ -120,14 +122,17 @@ def merge_filling(dones: Sequence[Done], growing: Sequence[str]) -> Filling | No
                    max(filling.steps_to_full for filling in found))
 
 
-def merge_plain(dones: Sequence[Done], growing: Sequence[str]) -> PlainData | None:
-    """The record of plain data every growing rank keeps, or None (see the module's rule)."""
-    ranks = _growing_ranks(growing)
-    found = [dones[rank].plain for rank in ranks if rank < len(dones)]
-    if not found or any(plain is None for plain in found) or len({plain.what for plain in found}) != 1:
+def merge_plain(dones: Sequence[Done]) -> PlainData | None:
+    """The record of plain data the ranks' censuses found, covering those ranks' series, or None
+    (see the module's rule)."""
+    by_rank = {rank: done.plain for rank, done in enumerate(dones) if done.plain is not None}
+    found = list(by_rank.values())
+    if not found or len({plain.what for plain in found}) != 1:
         return None
+    ranks = sorted(by_rank)
     what = f"{found[0].what}, on rank{'s' if len(ranks) > 1 else ''} {_listed(ranks)}"
-    return PlainData(what, min(plain.bytes_per_step for plain in found), min(plain.objects_per_step for plain in found))
+    covers = frozenset(rank_name(name, rank) for rank in ranks for name in dones[rank].readings)
+    return PlainData(what, min(plain.bytes_per_step for plain in found), min(plain.objects_per_step for plain in found), covers)
 
 
 def _mine(names: Sequence[str], rank: int) -> tuple[str, ...]:

@@ -413,6 +413,7 @@ class PlainData:
     what: str
     bytes_per_step: float
     objects_per_step: float = 0.0
+    covers: frozenset[str] | None = None  # the series it can explain (one rank's, of several); None: every one
 
 
 @dataclass(frozen=True)
@@ -609,6 +610,8 @@ def records(trends: Mapping[str, Trend], watched: Sequence[Resource], plain: Pla
         resource, rate = by_name[name], trends[name].per_step_bytes
         if resource.census != "objects" or resource.holds_tensors:
             return False  # tensors, threads, descriptors, mappings, workers: never a record
+        if plain.covers is not None and name not in plain.covers:
+            return False  # a series of a rank whose census found no record
         return rate <= EXPLAINED * (plain.objects_per_step if resource.unit != "B" else plain.bytes_per_step)
 
     if (plan.strict or plain is None or not names or not all(explained(name) for name in names)

@@ -9,7 +9,9 @@ from leaklab import ranks
 from leaklab import resources as known
 from leaklab.report import EXIT_BOUNDED, EXIT_LEAK, EXIT_STEP_FAILED, Report, ResourceResult
 from leaklab.verdict import (
+    BOUNDED,
     CONFIRMATION,
+    GROWS,
     LONG_PASS,
     MEASURED,
     WARMUP,
@@ -19,11 +21,13 @@ from leaklab.verdict import (
     PlainData,
     Plan,
     Records,
+    Trend,
     Verdicts,
     decide,
     format_bytes,
     near_floor,
     next_pass,
+    records,
 )
 
 NAMES = ("cpu_tensors", "python_objects")
@@ -125,17 +129,23 @@ def test_final_verdicts_are_split_with_what_is_uncertain_and_the_records_of_each
     assert one.records.resources == ("python_objects",)
 
 
-def test_a_record_of_plain_data_is_merged_only_where_every_growing_rank_keeps_the_same_one():
+def test_a_record_of_plain_data_covers_only_the_ranks_whose_census_found_it():
     history = PlainData("+1 float/step in history", 32.0, 1.0)
     smaller = PlainData("+1 float/step in history", 24.0, 1.0)
-    done = lambda plain: Done(CONFIRMATION, {}, plain=plain)  # noqa: E731
-    both = ("python_objects@rank0", "python_objects@rank1")
-    merged = ranks.merge_plain([done(history), done(smaller)], both)
+    done = lambda plain: Done(CONFIRMATION, {"python_objects": [0], "host_heap": [0]}, plain=plain)  # noqa: E731
+    merged = ranks.merge_plain([done(history), done(smaller)])
     assert merged.bytes_per_step == smaller.bytes_per_step and "on ranks 0 and 1" in merged.what
-    assert ranks.merge_plain([done(history), done(None)], both) is None       # rank 1's growth is not a record
-    assert ranks.merge_plain([done(None), done(history)], both[1:]).what.endswith("on rank 1")
-    other = PlainData("+1 str/step in names", 32.0, 1.0)
-    assert ranks.merge_plain([done(history), done(other)], both) is None
+    assert merged.covers == {"python_objects@rank0", "host_heap@rank0", "python_objects@rank1", "host_heap@rank1"}
+    assert ranks.merge_plain([done(history), done(PlainData("+1 str/step in names", 32.0, 1.0))]) is None
+    # debug_list_on_one_rank's fix: rank 1 keeps a float a step; rank 0, named for a heap that
+    # then settled, found no record. Rank 1's record settles rank 1's objects, never rank 0's.
+    one = ranks.merge_plain([done(None), done(history)])
+    assert one.what.endswith("on rank 1") and one.covers == {"python_objects@rank1", "host_heap@rank1"}
+    watched = ranks.rank_resources([("python_objects",), ("python_objects",)])
+    rising, flat = Trend(GROWS, 1.0, 1.0, 20.0, 1.0), Trend(BOUNDED, 0.0, 0.0, 0.0, 1.0)
+    assert records({"python_objects@rank0": flat, "python_objects@rank1": rising}, watched, one, PLAN).resources == (
+        "python_objects@rank1",)
+    assert records({"python_objects@rank0": rising, "python_objects@rank1": rising}, watched, one, PLAN) is None
 
 
 def test_bounded_containers_are_filled_only_where_every_growing_rank_fills_one_until_the_slowest_is_full():
