@@ -96,8 +96,10 @@ def make_step(device: str):
 
 if __name__ == "__main__":
     if "RANK" in os.environ:  # started by launch(): one rank
-        print(json.dumps(run_rank(int(os.environ["RANK"]), os.environ["USE_CUDA"] == "1")))
-        sys.exit(0)
+        print(json.dumps(run_rank(int(os.environ["RANK"]), os.environ["USE_CUDA"] == "1")), flush=True)
+        # Skip the interpreter's finalization: gloo state freed there aborts a rank now and then
+        # ("terminate called without an active exception", pytorch/pytorch#179291).
+        os._exit(0)
     use_cuda = torch.cuda.is_available() and torch.cuda.device_count() >= WORLD_SIZE
     train_job = make_step("cuda" if use_cuda else "cpu")
     for job in range(1, 3):

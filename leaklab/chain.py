@@ -141,7 +141,11 @@ def script_name(module: str) -> str:
 
 
 def bound_of(obj: Any) -> str:
-    """How a container is bounded by construction, where it is: ``maxlen=8``, ``maxsize=128``."""
+    """How a container is bounded by construction, where it is: ``maxlen=8``, ``maxsize=128``;
+    and how long a DataLoader iterator's workers live, where they outlive its epoch
+    (``persistent_workers=True``: what each worker accumulates stays)."""
+    if type(obj).__name__ == "_MultiProcessingDataLoaderIter" and getattr(obj, "_persistent_workers", False) is True:
+        return " (persistent_workers=True)"
     if isinstance(obj, collections.deque) and obj.maxlen is not None:
         return f" (maxlen={obj.maxlen})"
     if isinstance(obj, functools._lru_cache_wrapper):

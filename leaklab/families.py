@@ -265,13 +265,14 @@ def _queued_for_process(e: Evidence) -> str | None:
 
 
 def _persistent_workers(e: Evidence) -> str | None:
-    """Growth in the workers of a DataLoader that keeps its iterator (``._iterator``: a DataLoader
-    keeps one only with ``persistent_workers=True``): the same processes serve every epoch, and
-    whatever each one accumulates stays."""
+    """Growth in the workers of a DataLoader with persistent workers (its iterator says so, or the
+    DataLoader keeps one, ``._iterator``, which it does only with ``persistent_workers=True``):
+    the same processes serve every epoch, and whatever each one accumulates stays."""
     if e.headline not in _CHILDREN:
         return None
-    link = _first(e.links, lambda link: link.name == "._iterator" and "_MultiProcessingDataLoaderIter" in link.type)
-    return "a DataLoader with persistent workers (its ._iterator) keeps the same worker processes from epoch to epoch" if link else None
+    link = _first(e.links, lambda link: "_MultiProcessingDataLoaderIter" in link.type
+                  and (link.name == "._iterator" or "(persistent_workers=True)" in link.type))
+    return "a DataLoader with persistent workers keeps the same worker processes from epoch to epoch" if link else None
 
 
 def _loader_workers(e: Evidence) -> str | None:

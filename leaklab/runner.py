@@ -738,17 +738,26 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
 
 
 def _name_children(run: _Run) -> None:
-    """Where memory of child processes grows and nothing else named a holder: what owns those
-    processes (a DataLoader's iterator and its workers, a Manager's server, a Pool), so that a
-    loader's workers are told from the step's own processes."""
-    if run.verdicts is None or run.found.get("holder") is not None:
+    """Where memory of child processes grows: what owns those processes (a DataLoader's iterator
+    and its workers, a Manager's server, a Pool), so that a loader's workers are told from the
+    step's own processes. Where the verdict is about the children (the headline, as
+    :attr:`leaklab.report.Report.resource` picks it), their owners are the holder, before what a
+    census of this process named beside them (torch's cache of the storages its workers sent,
+    gaining a weak reference a batch); elsewhere, only where nothing else was named."""
+    if run.verdicts is None:
         return
-    if not any(known.get(name).holder == "workers" for name in growing(run.verdicts.trends, run.probe.watched)):
+    grown = [known.get(name) for name in growing(run.verdicts.trends, run.probe.watched)]
+    if not any(resource.holder == "workers" for resource in grown):
+        return
+    about_children = min(grown, key=lambda resource: resource.rank).holder == "workers"
+    if run.found.get("holder") is not None and not about_children:
         return
     pids = [child.pid for child in live_children()]
     if pids:
         run.enter("naming")
-        run.found["holder"], run.found["holder_missing"] = holders.fields(holders.children_holder(pids, run.step))
+        chain = holders.children_holder(pids, run.step)
+        if chain.found or run.found.get("holder") is None:
+            run.found["holder"], run.found["holder_missing"] = holders.fields(chain)
         run.enter(None)
 
 

@@ -282,3 +282,7 @@ def test_growth_in_the_workers_of_a_loader_that_keeps_its_iterator_is_persistent
                          "object"), *workers)
     decision = decide(Evidence(each_epoch, "worker_memory", frozenset({"worker_memory"})))
     assert decision.families == ("dataloader_workers",) and decision.rule is None
+    # the iterator held by the step itself says so in its type (leaklab.chain.bound_of)
+    held = _chain(("closure cell", "make_step.<locals>.batches",
+                   "torch.utils.data.dataloader._MultiProcessingDataLoaderIter (persistent_workers=True)", "object"), *workers)
+    assert decide(Evidence(held, "worker_memory", frozenset({"worker_memory"}))).rule == "_persistent_workers"

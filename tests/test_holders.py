@@ -310,4 +310,5 @@ def test_a_persistent_loaders_workers_are_named_from_the_loader_not_from_multipr
         loader._iterator._shutdown_workers()
     assert chain.found and chain.links[0].name.endswith(".loader"), chain
     assert [link.name for link in chain.links[1:]] == ["._iterator", "._workers", "[*]"]
+    assert chain.links[1].type.endswith("(persistent_workers=True)")
     assert decide(Evidence(chain, "worker_memory", frozenset({"worker_memory"}))).rule == "_persistent_workers"

@@ -421,3 +421,34 @@ def test_heap_a_thread_frees_once_the_steps_pause_is_not_kept_across_two_pauses_
     rate, kept = leak.paused["host_heap"]
     assert leak.verdict == GROWS and kept > 0.8 * rate, leak.summary()
     assert f"host_heap kept {format_bytes(kept)}/step between two 0.3 s pauses" in leak.summary()
+
+
+def test_where_the_verdict_is_about_child_processes_their_owners_are_the_holder(monkeypatch):
+    """Round 8's workers that fill a cache were held by torch's cache of the storages the workers
+    sent (a census of this process names it: a weak reference a batch); the worker memory the
+    verdict is about is held by the DataLoader's iterator that keeps the workers."""
+    from types import SimpleNamespace
+
+    from leaklab import holders, resources, runner
+    from leaklab.chain import Chain, Link
+    from leaklab.verdict import Trend
+
+    census_chain = [{"what": "module global", "name": "torch.multiprocessing.reductions.shared_cache", "type": "SharedCache",
+                     "kind": "container"}]
+    owners = Chain([Link("closure cell", "make_step.<locals>.batches", "_MultiProcessingDataLoaderIter", "object"),
+                    Link("attribute", "._workers", "list", "container"), Link("item", "[*]", "ForkProcess", "object")])
+    monkeypatch.setattr(runner, "live_children", lambda: [SimpleNamespace(pid=4242)])
+    monkeypatch.setattr(holders, "children_holder", lambda pids, step: owners)
+    grows = Trend(GROWS, 1e6, 1e6, 1e7, 1.0)
+    watched = (resources.WORKER_MEMORY, resources.PYTHON_OBJECTS)
+
+    def named(trends):
+        run = SimpleNamespace(verdicts=SimpleNamespace(trends=trends), probe=SimpleNamespace(watched=watched),
+                              found={"holder": census_chain, "holder_missing": None}, step=None, enter=lambda phase: None)
+        runner._name_children(run)
+        return run.found["holder"]
+
+    assert named({"worker_memory": grows, "python_objects": grows})[0]["name"] == "make_step.<locals>.batches"
+    # where this process's own objects are the headline, what its census named stands
+    watched = (resources.CPU_TENSORS, resources.WORKER_MEMORY)
+    assert named({"cpu_tensors": grows, "worker_memory": grows}) == census_chain
