@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 FOLDER = Path("results") / "fresh-clone"
-# Issue 31: on an idle 2-core CPU machine, the first command (install included) within 5 minutes.
+# Issue 31: on an idle 2-core CPU machine, the first command (install included) within 5 minutes,
+# and the README's test command itself within the suite's target (issue 27).
 FIRST_COMMAND_TARGET_SECONDS = 300
+SUITE_TARGET_SECONDS = 45
 
 
 def _command(command: dict[str, Any]) -> str:
@@ -30,9 +32,13 @@ def _line(name: str, run: dict[str, Any]) -> str:
     if run["idle"] and first["exit"] == 0:
         within = first["seconds"] <= FIRST_COMMAND_TARGET_SECONDS
         target = f"; the first command {'within' if within else 'past'} its {FIRST_COMMAND_TARGET_SECONDS} s target"
+    suite = next((seconds for part, seconds in second["parts"].items() if "pytest" in part), None)
+    if run["idle"] and second["exit"] == 0 and suite is not None:
+        target += f"; the test command {'within' if suite <= SUITE_TARGET_SECONDS else 'past'} its {SUITE_TARGET_SECONDS} s target"
+    note = f" ({run['note']})" if run.get("note") else ""
     return (f"  - [{name}]({FOLDER.as_posix()}/{name}): commit {run['commit']} ({run['branch']}), {run['date']}, "
             f"CPU: {machine['cpu']}, Python {machine['python']}, torch {run['torch']} ({run['torch_from']}); {load}: "
-            f"{_command(first)}; {_command(second)}{target}")
+            f"{_command(first)}; {_command(second)}{target}{note}")
 
 
 def render(root: Path) -> list[str]:

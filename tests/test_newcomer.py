@@ -254,3 +254,18 @@ def test_the_fresh_clone_timing_is_rendered_from_its_file_saying_whether_the_mac
     assert fresh_clone.render(tmp_path)[1].endswith("; the first command within its 300 s target")
     (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_timed_clone(idle=True, first_seconds=301.0, load=0.1)))
     assert fresh_clone.render(tmp_path)[1].endswith("; the first command past its 300 s target")
+
+
+def test_the_fresh_clone_says_whether_the_test_command_met_its_target_and_carries_a_note(tmp_path):
+    from leaklab_lab import fresh_clone
+
+    folder = tmp_path / fresh_clone.FOLDER
+    folder.mkdir(parents=True)
+    run = _timed_clone(idle=True, first_seconds=250.0, load=0.1)
+    run["commands"][1].update(exit=0, parts={"pip install -e '.[test]'": 12.0, "python3 -m pytest -n 2": 44.0})
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(run))
+    assert fresh_clone.render(tmp_path)[1].endswith("; the test command within its 45 s target")
+    run["commands"][1]["parts"]["python3 -m pytest -n 2"] = 46.0
+    run["note"] = "a slower machine than usual"
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(run))
+    assert fresh_clone.render(tmp_path)[1].endswith("; the test command past its 45 s target (a slower machine than usual)")
