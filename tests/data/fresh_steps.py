@@ -23,14 +23,18 @@ import contextlib
 import contextvars
 import functools
 import gc
+import importlib.util
 import io
 import itertools
 import linecache
 import logging
 import logging.handlers
+import mmap
+import multiprocessing
 import os
 import pickle
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +50,7 @@ from multiprocessing import resource_tracker, shared_memory
 import torch
 import torch.multiprocessing as torch_mp
 from torch import nn
+from torch.nn.utils import prune
 from torch.utils.data import ConcatDataset, DataLoader, Dataset, RandomSampler
 
 
@@ -5785,6 +5790,708 @@ def sys_path_appended_per_call(device):
     return step
 
 
+# https://github.com/TRI-ML/packnet-sfm/issues/47
+# Seen: host memory grew from 21G to 38G within one epoch of SelfSupModel training and came back
+# after the epoch; the horovod trainer appended every batch's output dict, loss tensor included,
+# to the epoch's `outputs` list.
+# Fix (confirmed by the maintainer, merged in PR #51): detach the loss before appending the output.
+class _TinyDepthNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.dec = nn.ModuleList([nn.Conv2d(16, 1, 3, padding=1) for _ in range(4)])
+
+    def forward(self, x):
+        f = self.enc(x)
+        return [torch.sigmoid(d(nn.functional.interpolate(f, scale_factor=2 ** -s))) for s, d in enumerate(self.dec)]
+
+
+def epoch_outputs_keep_loss_graph(device):
+    model = _TinyDepthNet().to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    images = torch.rand(2, 3, 32, 32, device=device)
+    targets = [torch.rand(2, 1, 16 // 2 ** s, 16 // 2 ** s, device=device) for s in range(4)]
+    outputs = []  # the epoch's outputs, reduced at the end of the (long) epoch
+
+    def step():  # one training batch of the self-supervised depth model
+        depths = model(images)
+        photometric = [(d - t).abs().mean() for d, t in zip(depths, targets, strict=True)]
+        smoothness = [(d[..., 1:] - d[..., :-1]).abs().mean() for d in depths]
+        loss = sum(photometric) / 4 + 1e-3 * sum(smoothness) / 4
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        output = {"loss": loss, "metrics": {"photometric": sum(photometric).item()}}
+        outputs.append(output)  # LEAK: the loss still carries its graph; kept until the epoch ends
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/deepset-ai/FARM/issues/544
+# Seen: CUDA OOM while running the question-answering cross-validation example; the `results`
+# of every fold's evaluation, predictions and labels included, were kept from one fold to the next.
+# Fix (suggested in the issue, not confirmed): delete each fold's results, or have the Evaluator
+# collect them to the CPU.
+def cv_fold_results_kept(device):
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 2)).to(device).eval()
+    x = torch.randn(512, 64, device=device)
+    y = torch.randint(0, 2, (512,), device=device)
+    all_results = []  # one entry per fold
+
+    def step():  # evaluate the model of one cross-validation fold
+        with torch.no_grad():
+            logits = model(x + 0.01 * torch.randn_like(x))
+        preds = logits.argmax(1)
+        result = {"logits": logits, "preds": preds, "labels": y.clone(), "acc": float((preds == y).float().mean())}
+        all_results.append(result)  # LEAK: every fold's predictions and labels stay referenced
+        return {"acc": sum(r["acc"] for r in all_results) / len(all_results)}
+
+    return step
+
+
+# https://github.com/open-edge-platform/anomalib/issues/3390
+# Seen: in the inference pipeline, memory grew with every model the user activated (1.4 GB after
+# the first, 5.2 GB after the ninth); every activated model was loaded but the previous ones were
+# not cleaned up.
+# Fix (not confirmed in the issue): release the previously active model when a new one is activated.
+class _InferencePipeline:
+    def __init__(self, device):
+        self.device = device
+        self.loaded = {}  # model id -> loaded model
+        self.active = None
+
+    def activate(self, model_id, state_dict):
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 1))
+        model.load_state_dict(state_dict)
+        self.loaded[model_id] = model.to(self.device).eval()  # LEAK: the previous models are never dropped
+        self.active = model_id
+
+    def infer(self, frame):
+        with torch.no_grad():
+            return self.loaded[self.active](frame)
+
+
+def activated_models_never_unloaded(device):
+    template = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 1))
+    trained = template.state_dict()  # a model the user trained earlier
+    pipeline = _InferencePipeline(device)
+    frame = torch.rand(1, 3, 32, 32, device=device)
+    ids = itertools.count()
+
+    def step():  # the user activates another trained model, then a video frame is scored
+        pipeline.activate(next(ids), {k: v.clone() for k, v in trained.items()})
+        return {"anomaly_score": float(pipeline.infer(frame))}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/pull/149354 (fixes pytorch/pytorch#149100)
+# Seen: after `del model`, the model's memory stayed occupied: distributed state_dict's `_get_fqns`
+# helper was decorated with an unbounded `functools.lru_cache`, whose keys included the model,
+# so every model ever passed to get_state_dict stayed alive.
+# Fix (merged): remove the cache from the helper (keys that hold the model must not be cached).
+@functools.lru_cache(maxsize=None)  # noqa: UP033  # LEAK: unbounded, and the model is part of every cache key
+def _get_fqns(model, name):
+    return {name.replace("_orig_mod.", "").replace("module.", "")}
+
+
+def _model_state_dict(model):
+    return {next(iter(_get_fqns(model, n))): p.detach() for n, p in model.named_parameters()}
+
+
+def state_dict_fqn_cache_keeps_models(device):
+    x = torch.randn(32, 32, device=device)
+    y = torch.randn(32, 1, device=device)
+    best = {}
+
+    def step():  # one trial: a fresh model, one update, its state_dict taken for the best-trial record
+        model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 1)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if not best or loss.item() < best["loss"]:
+            best.update(loss=loss.item(), state={k: v.clone() for k, v in _model_state_dict(model).items()})
+        else:
+            _model_state_dict(model)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/pytorch/serve/issues/1193 (fixed by pytorch/serve#1552)
+# Seen: with workflows, torchserve created a few new threads per inference request and never cleaned
+# them up, until the host's thread limit was hit.
+# Fix (merged, verified there: the thread count stayed constant): reuse one event-loop group for the
+# workflow's requests instead of making a new one per request.
+class _EventLoopGroup:
+    def __init__(self, n_threads):
+        self.tasks = queue.Queue()
+        self.threads = [threading.Thread(target=self._loop, daemon=True) for _ in range(n_threads)]
+        for t in self.threads:
+            t.start()
+
+    def _loop(self):
+        while True:
+            fn, args, done = self.tasks.get()
+            done.put(fn(*args))
+
+    def submit(self, fn, *args):
+        done = queue.Queue(maxsize=1)
+        self.tasks.put((fn, args, done))
+        return done.get()
+
+
+def workflow_threads_per_request(device):
+    preprocess = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten())
+    classify = nn.Linear(128, 10)
+    preprocess, classify = preprocess.to(device).eval(), classify.to(device).eval()
+    image = torch.rand(1, 3, 32, 32, device=device)
+
+    def run_stage(stage, x):
+        with torch.no_grad():
+            return stage(x)
+
+    def step():  # one workflow request: two model stages chained
+        group = _EventLoopGroup(2)  # LEAK: a new group per request; its threads are never stopped
+        features = group.submit(run_stage, preprocess, image)
+        logits = group.submit(run_stage, classify, features)
+        return {"top1": int(logits.argmax())}
+
+    return step
+
+
+# https://github.com/ai2cm/ace/pull/1124
+# Seen: file descriptors leaked in XarrayDataset until FD exhaustion when training with many datasets
+# (100+ in a ConcatDataset): the first file, opened only to read the dimension sizes, was never closed.
+# Fix (merged): close the first dataset after reading its dimension sizes (and each file opened for stats).
+_ACE_DIR = tempfile.TemporaryDirectory(prefix="ace_forcing_")
+atexit.register(_ACE_DIR.cleanup)
+
+
+def _write_forcing_file(path, n_times, n_lat, n_lon):
+    with open(path, "wb") as f:
+        f.write(array.array("i", [n_times, n_lat, n_lon]).tobytes())
+        f.write(array.array("f", torch.randn(n_times * n_lat * n_lon).tolist()).tobytes())
+
+
+_FILE_CACHE = {}  # like xarray's file manager cache: open handles by manager id, closed by close()
+_manager_ids = itertools.count()
+
+
+class _OpenedFile:
+    def __init__(self, path):
+        self.key = next(_manager_ids)
+        _FILE_CACHE[self.key] = open(path, "rb")  # noqa: SIM115  (closed by close())
+
+    def read(self, offset, size):
+        f = _FILE_CACHE[self.key]
+        f.seek(offset)
+        return f.read(size)
+
+    def close(self):
+        _FILE_CACHE.pop(self.key).close()
+
+
+class _ForcingDataset:
+    """A window of one forcing file; the header gives (time, lat, lon)."""
+
+    def __init__(self, path, start):
+        first = _OpenedFile(path)  # LEAK: opened for the dimension sizes and never closed
+        self.n_times, self.n_lat, self.n_lon = torch.frombuffer(bytearray(first.read(0, 12)), dtype=torch.int32).tolist()
+        self.path, self.start = path, start
+
+    def __getitem__(self, i):
+        size = self.n_lat * self.n_lon * 4
+        with open(self.path, "rb") as f:
+            f.seek(12 + (self.start + i) % self.n_times * size)
+            return torch.frombuffer(bytearray(f.read(size)), dtype=torch.float32).view(1, self.n_lat, self.n_lon)
+
+
+def forcing_dataset_header_files_open(device):
+    path = os.path.join(_ACE_DIR.name, "forcing.bin")
+    _write_forcing_file(path, 64, 16, 32)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 3, padding=1)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    starts = itertools.count()
+
+    def step():  # one inference window: a dataset over the forcing file, one step of the emulator
+        ds = _ForcingDataset(path, next(starts))
+        x, y = ds[0].unsqueeze(0).to(device), ds[1].unsqueeze(0).to(device)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/epfml/llm-baselines/pull/16
+# Seen: "fix a memory leak for np.memmap": the token file's memmap was made once and kept for the
+# whole run, so every page of it that a batch touched stayed resident and RAM kept growing.
+# Fix (in the PR, open): build the memmap inside the data loader, per batch, so the mapping is dropped.
+_TOKENS_DIR = tempfile.TemporaryDirectory(prefix="llm_tokens_")
+atexit.register(_TOKENS_DIR.cleanup)
+
+
+def token_file_mapping_kept(device):
+    path = os.path.join(_TOKENS_DIR.name, "train.bin")
+    n_tokens = 256 * 1024 * 1024 // 2  # a 256 MiB uint16 token file (sparse on disk)
+    with open(path, "wb") as f:
+        f.truncate(n_tokens * 2)
+    with open(path, "rb") as f:
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # LEAK: one mapping for the whole run
+    tokens = torch.frombuffer(data, dtype=torch.int16)
+    vocab, block, batch = 512, 64, 8
+    model = nn.Sequential(nn.Embedding(vocab, 32), nn.Linear(32, vocab)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+
+    def step():  # get_batch(): random blocks of the token file, one next-token update
+        ix = torch.randint(0, n_tokens - block - 1, (batch,), generator=gen)
+        xb = torch.stack([tokens[i:i + block].long() % vocab for i in ix.tolist()]).to(device)
+        yb = torch.stack([tokens[i + 1:i + 1 + block].long() % vocab for i in ix.tolist()]).to(device)
+        loss = nn.functional.cross_entropy(model(xb).flatten(0, 1), yb.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/frgfm/torch-cam/issues/197 (fixed by frgfm/torch-cam#198)
+# Seen: when a CAM extractor is dereferenced or replaced by a new one on the same model, its hooks are
+# not removed: they stay on the model and keep firing (and keeping their activations).
+# Fix (merged): remove the hooks (and their data) when the extractor's context manager exits;
+# before that, calling extractor.remove_hooks() was required.
+class _LayerCAM:
+    def __init__(self, model, layers):
+        self.model, self.hook_a, self.hook_g = model, {}, {}
+        self.hook_handles = [layer.register_forward_hook(functools.partial(self._store_activation, i))
+                             for i, layer in enumerate(layers)]
+
+    def _store_activation(self, idx, module, inputs, output):
+        self.hook_a[idx] = output
+        if output.requires_grad:
+            output.register_hook(functools.partial(self._store_grad, idx))
+
+    def _store_grad(self, idx, grad):
+        self.hook_g[idx] = grad
+
+    def remove_hooks(self):
+        for handle in self.hook_handles:
+            handle.remove()
+        self.hook_handles.clear()
+        self.hook_a.clear()
+        self.hook_g.clear()
+
+    def __call__(self, class_idx, scores):
+        scores[:, class_idx].sum().backward()
+        cams = [(self.hook_g[i].clamp(min=0) * self.hook_a[i]).sum(1).clamp(min=0) for i in sorted(self.hook_a)]
+        size = cams[0].shape[-2:]
+        return sum(nn.functional.interpolate(c.unsqueeze(1), size=size, mode="bilinear").squeeze(1) for c in cams)
+
+
+def cam_extractor_per_image(device):
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)).to(device).eval()
+    images = torch.rand(4, 3, 24, 24, device=device)
+    counter = itertools.count()
+
+    def step():  # explain one image with LayerCAM fused over three layers
+        image = images[next(counter) % 4].unsqueeze(0)
+        extractor = _LayerCAM(model, [model[1], model[3], model[5]])  # LEAK: no remove_hooks(): its hooks stay on the model
+        scores = model(image)
+        cam = extractor(int(scores.argmax()), scores)
+        model.zero_grad(set_to_none=True)
+        return {"cam_max": cam.max().item()}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/49332 (mechanism in pytorch/pytorch#34257)
+# Seen: iterative global pruning (prune -> train -> prune ...) of a BERT ran out of GPU memory after
+# some pruning steps; pruning alone N times did not.
+# Fix: none confirmed (open). #34257 (open) explains that each CustomFromMask pruning method, which
+# global_unstructured attaches through the parameter's pruning hook, keeps its own copy of the mask;
+# calling prune.remove() after each round makes the pruning permanent and drops them.
+def global_pruning_rounds_keep_masks(device):
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 4)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 64, device=device), torch.randint(0, 4, (32,), device=device)
+    to_prune = [(m, "weight") for m in model if isinstance(m, nn.Linear)]
+
+    def step():  # one round of iterative pruning: a training step, then prune 1% more globally
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        prune.global_unstructured(to_prune, pruning_method=prune.L1Unstructured, amount=0.01)  # LEAK: a mask copy per round
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/huggingface/transformers/pull/16691
+# Seen: each call of the TorchScript test helper (torch.jit.trace, save, load, compare outputs)
+# increased RAM by ~20 MB, until the scheduled CI ran out of memory: TorchScript's global class
+# registry kept every traced module's class and graphs.
+# Fix (merged): after each check call a copy of PyTorch's test helper clear_class_registry()
+# (torch._C._jit_clear_class_registry(), a fresh torch.jit._recursive.concrete_type_store,
+# torch.jit._state._clear_class_state()); the PR notes a small leak (~0.04 MB per call) remained.
+def torchscript_export_check_per_call(device):
+    model = nn.Sequential(nn.Embedding(100, 32), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 2)).to(device).eval()
+    ids = torch.randint(0, 100, (2, 8), device=device)
+
+    def step():  # the export check: trace, save, reload and compare with eager outputs
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch.jit.trace is deprecated
+            traced = torch.jit.trace(model, ids, check_trace=False)  # LEAK: the class registry keeps every traced class
+            buffer = io.BytesIO()
+            torch.jit.save(traced, buffer)
+            buffer.seek(0)
+            loaded = torch.jit.load(buffer, map_location=device)
+            diff = (loaded(ids) - model(ids)).abs().max()
+        return {"max_diff": diff.item()}
+
+    return step
+
+
+def _update(opt, loss):
+    """One optimizer update from ``loss``."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+# https://github.com/pytorch/pytorch/issues/5902
+# Seen: with num_workers > 0 the machine's used memory climbed from 5 GB to 17 GB over 30 minutes
+# while the main process's RSS stayed flat; the Dataset held its rows as Python objects (a pandas
+# frame read row by row) and each forked worker slowly copied the pages it touched.
+# Fix (given in the thread, as explanation rather than a merged change): it is copy-on-access of
+# Python objects' refcounts after fork; keep the data in a few large arrays/tensors, not per-row
+# Python objects.
+class _RowDataset(Dataset):
+    def __init__(self, n_rows, width):
+        self.rows = [{"vv": [float(i % 7) * 0.1 + j for j in range(width)], "label": i % 2}
+                     for i in range(n_rows)]  # LEAK: per-row Python objects, touched (and copied) by each worker
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        row = self.rows[i]
+        return torch.tensor(row["vv"]), row["label"]
+
+
+def python_rows_copied_by_workers(device):
+    width, batch = 48, 32
+    dataset = _RowDataset(batch * 330, width)
+    loader = DataLoader(dataset, batch_size=batch, num_workers=2, multiprocessing_context="fork")
+    model = nn.Sequential(nn.Linear(width, 32), nn.ReLU(), nn.Linear(32, 2)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    state = {"it": iter(loader)}
+
+    def step():  # one training batch; the epoch's iterator (and its workers) lives on between steps
+        try:
+            x, y = next(state["it"])
+        except StopIteration:
+            state["it"] = iter(loader)
+            x, y = next(state["it"])
+        loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/msamogh/nonechucks/issues/13
+# Seen: wrapping a Dataset in nonechucks.SafeDataset made RAM grow forever while iterating a
+# DataLoader (fast with torch.empty(10_000) samples); no growth without SafeDataset.
+# Fix (found by a commenter, confirmed by the maintainer and other users): SafeDataset.__getitem__
+# memoizes every item it returns; remove the @memoize (make it optional). Here the loader keeps two
+# persistent workers, each with its own memo.
+class _SafeDataset(Dataset):
+    def __init__(self, dataset):
+        self.dataset = dataset
+        self._memo = {}
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def _safe_get_item(self, idx):
+        try:
+            return self.dataset[idx]
+        except (OSError, ValueError, IndexError):  # a corrupt or missing sample
+            return None
+
+    def __getitem__(self, idx):
+        if idx not in self._memo:
+            self._memo[idx] = self._safe_get_item(idx)  # LEAK: memoizes every sample, in every worker
+        return self._memo[idx]
+
+
+class _NoisySignals(Dataset):
+    def __len__(self):
+        return 1_000_000
+
+    def __getitem__(self, idx):
+        g = torch.Generator().manual_seed(idx)
+        return torch.randn(256, generator=g), idx % 3
+
+
+def safe_dataset_memoizes_in_workers(device):
+    dataset = _SafeDataset(_NoisySignals())
+    loader = DataLoader(dataset, batch_size=16, num_workers=2, persistent_workers=True,
+                        sampler=RandomSampler(dataset, num_samples=10_000_000),
+                        multiprocessing_context="fork")
+    model = nn.Sequential(nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 3)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = iter(loader)
+
+    def step():  # one training batch
+        x, y = next(batches)
+        loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/20199
+# Seen: Module.load_state_dict created a reference cycle (its recursive inner function `load` refers
+# to itself through its closure), so the state dict it was given stayed alive until the garbage
+# collector ran; memory rose step after step until a collection, and uncommenting gc.collect() kept
+# it constant.
+# Fix (merged in PyTorch after this report): break the cycle by setting `load = None` after the
+# recursion; the thread also suggests gc.collect() at a known point.
+def _load_state_dict(module, state_dict):
+    """load_state_dict as PyTorch 1.1 wrote it (recursive closure)."""
+    metadata = getattr(state_dict, "_metadata", None)
+    state_dict = state_dict.copy()
+    if metadata is not None:
+        state_dict._metadata = metadata
+    error_msgs = []
+
+    def load(module, prefix=""):
+        local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+        module._load_from_state_dict(state_dict, prefix, local_metadata, True, [], [], error_msgs)
+        for name, child in module._modules.items():
+            if child is not None:
+                load(child, prefix + name + ".")  # LEAK: `load` refers to itself: a cycle that holds state_dict
+
+    load(module)
+    if error_msgs:
+        raise RuntimeError("; ".join(error_msgs))
+
+
+def target_sync_closure_cycle(device):
+    def net():
+        return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                             nn.Linear(128, 4)).to(device)
+
+    online, target = net(), net()
+    opt = torch.optim.Adam(online.parameters(), lr=1e-3)
+    obs = torch.randn(64, 64, device=device)
+    tau = 0.05
+
+    def step():  # one DQN-style update, then a soft target update loaded through load_state_dict
+        q = online(obs)
+        with torch.no_grad():
+            q_next = target(obs).max(1).values
+        loss = nn.functional.smooth_l1_loss(q.max(1).values, 0.99 * q_next)
+        _update(opt, loss)
+        with torch.no_grad():
+            soft = {k: (1 - tau) * t + tau * o
+                    for (k, t), o in zip(target.state_dict().items(), online.state_dict().values(), strict=True)}
+        _load_state_dict(target, soft)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/huggingface/transformers/pull/6999 (issue huggingface/transformers#6939)
+# Seen: the Trainer used up all 12 GB of RAM after ~20 000 steps with any model: the running
+# training loss `tr_loss += self.training_step(...)` added each step's loss tensor, graph and all.
+# Fix (merged): accumulate a detached loss (maintainers preferred .detach() to .item() for TPUs).
+def trainer_tr_loss_keeps_graph(device):
+    model = nn.Sequential(nn.Embedding(1000, 64), nn.Flatten(), nn.Linear(64 * 16, 128), nn.GELU(),
+                          nn.LayerNorm(128), nn.Linear(128, 2)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-5)
+    ids = torch.randint(0, 1000, (8, 16), device=device)
+    labels = torch.randint(0, 2, (8,), device=device)
+    tr_loss = [torch.tensor(0.0, device=device)]
+
+    def training_step():
+        loss = nn.functional.cross_entropy(model(ids), labels)
+        loss.backward()
+        return loss
+
+    def step():  # one Trainer step
+        opt.zero_grad(set_to_none=True)
+        tr_loss[0] += training_step()  # LEAK: the loss is added with its graph; tr_loss chains every step's
+        opt.step()
+        return {"steps_loss": tr_loss[0].item()}
+
+    return step
+
+
+# https://github.com/facebookresearch/SlowFast/issues/411
+# Seen: huge memory footprint in evaluation: during the evaluation epoch the model outputs and the
+# labels of every batch are appended to lists (on the device), which ran out of memory on large
+# validation sets.
+# Fix (asked in the issue, no maintainer answer): compute the metrics on the fly (keep running
+# counts) instead of keeping every batch's outputs.
+def eval_outputs_kept_for_metrics(device):
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(16, 400)).to(device).eval()
+    clips = torch.randn(8, 3, 16, 16, device=device)
+    labels = torch.randint(0, 400, (8,), device=device)
+    all_preds, all_labels = [], []
+
+    def step():  # one validation iteration; the top-1 error is computed over everything so far
+        with torch.no_grad():
+            preds = model(clips)
+        all_preds.append(preds)  # LEAK: every batch's outputs kept for the epoch-end metric
+        all_labels.append(labels)
+        top1 = (torch.cat(all_preds[-1:]).argmax(1) == torch.cat(all_labels[-1:])).float().mean()
+        return {"top1": float(top1)}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/29809
+# Seen: training a one-layer text CNN on the CPU with variable-width batches, memory grew at every
+# forward (190 MB per call at full size) until an out-of-memory error.
+# Fix (maintainers): MKL-DNN/oneDNN caches a primitive per input shape; set LRU_CACHE_CAPACITY to
+# bound the cache, or pad the batches to a few fixed widths.
+def conv1d_width_varies_on_cpu(device):
+    embed = nn.Embedding(5000, 32).to(device)
+    conv = nn.Conv1d(32, 64, 3).to(device)
+    head = nn.Linear(64, 2).to(device)
+    params = list(embed.parameters()) + list(conv.parameters()) + list(head.parameters())
+    opt = torch.optim.SGD(params, lr=0.01)
+    widths = itertools.count(100)
+
+    def step():  # one batch of sentences, each batch padded only to its own longest sentence
+        x = torch.randint(0, 5000, (16, next(widths)), device=device)  # LEAK: a new width every batch
+        h = conv(embed(x).transpose(1, 2)).amax(2)
+        loss = nn.functional.cross_entropy(head(h), torch.zeros(16, dtype=torch.long, device=device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/numenta/nupic-legacy/issues/332
+# Seen: every loadExperiment() (the swarming hyper-parameter search loads one experiment
+# description per candidate) imported the description with imp.load_source() under a fresh name,
+# so sys.modules kept one more pair of modules (with their globals) per call, without limit.
+# Fix (suggested in the issue, not confirmed): execute the description without registering it
+# (execfile / exec into a dict), or remove the module from sys.modules after use.
+_DESCRIPTION = '''
+config = {
+    "hidden": 32,
+    "lr": 0.01,
+    "class_weights": [1.0 + 0.001 * i for i in range(2000)],
+}
+'''
+
+
+def experiment_modules_left_in_sys_modules(device):
+    exp_dir = tempfile.mkdtemp(prefix="swarm_exp_")
+    atexit.register(shutil.rmtree, exp_dir, True)
+    path = os.path.join(exp_dir, "description.py")
+    with open(path, "w") as f:
+        f.write(_DESCRIPTION)
+    candidates = itertools.count()
+    x = torch.randn(32, 16, device=device)
+    y = torch.randint(0, 2, (32,), device=device)
+
+    def load_experiment(n):
+        name = f"pf_description{n}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # LEAK: a new module name per candidate, never removed
+        spec.loader.exec_module(module)
+        return module.config
+
+    def step():  # one swarm candidate: load its description, train one batch
+        config = load_experiment(next(candidates))
+        model = nn.Sequential(nn.Linear(16, config["hidden"]), nn.ReLU(),
+                              nn.Linear(config["hidden"], 2)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=config["lr"])
+        loss = nn.functional.cross_entropy(model(x), y)
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/lanjelot/patator/issues/37
+# Seen: memory climbed for as long as the run went on; the producer put every item into
+# multiprocessing queues created without a maxsize (put_nowait), faster than the consumer
+# processes could take them, so the backlog piled up in memory.
+# Fix (commit 142d48c, the maintainer's): give the queues a maxsize again, so the producer waits.
+def _slow_feature_writer(q):
+    while True:
+        item = q.get()
+        if item is None:
+            return
+        time.sleep(0.02)  # e.g. compressing and writing the features to storage
+
+
+def features_queued_faster_than_written(device):
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()  # LEAK (with the put below): no maxsize, so the backlog grows in this process
+    writer = ctx.Process(target=_slow_feature_writer, args=(q,), daemon=True)
+    writer.start()
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 64, device=device)
+    y = torch.randint(0, 10, (32,), device=device)
+
+    def step():  # one training batch; its penultimate features go to the writer process
+        feats = model[1](model[0](x))
+        loss = nn.functional.cross_entropy(model[2](feats), y)
+        _update(opt, loss)
+        q.put_nowait(feats.detach().cpu().numpy().tobytes())  # LEAK: never waits for the writer
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/pull/78566 (issue pytorch/pytorch#77618)
+# Seen: a test that scripted (and froze) a fresh function on every run was skipped for leaking
+# memory; the scripted functions stay in TorchScript's global Python compilation unit.
+# Fix (merged): the leak is expected; clear the compilation unit
+# (torch.jit._state._python_cu.drop_all_functions()) when done, or script the function once.
+def scripted_fn_per_call_kept_in_cu(device):
+    model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 32, device=device)
+    y = torch.randn(16, 1, device=device)
+
+    def step():  # one batch whose loss goes through a freshly scripted function
+        def huber(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            d = (a - b).abs()
+            return torch.where(d < 1.0, 0.5 * d * d, d - 0.5).mean()
+
+        loss_fn = torch.jit.script(huber)  # LEAK: each new function is compiled into the global CU
+        loss = loss_fn(model(x), y)
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
 FAMILY = {
     "metric_state_never_reset": "container_keeps_tensors",
     "lstm_memories_keep_graph": "autograd_history",
@@ -5949,6 +6656,25 @@ FAMILY = {
     "pickler_memo_keeps_logged_batches": "container_keeps_tensors",  # the Pickler's memo keeps every record's tensors
     "shared_memory_blocks_never_unlinked": "descriptors_not_closed",  # named shm blocks created per step, never removed
     "sys_path_appended_per_call": "registry_keeps_objects",  # a process-wide list gains an entry per call
+    "epoch_outputs_keep_loss_graph": "autograd_history",
+    "cv_fold_results_kept": "container_keeps_tensors",
+    "activated_models_never_unloaded": "registry_keeps_objects",
+    "state_dict_fqn_cache_keeps_models": "cache_by_argument",
+    "workflow_threads_per_request": "threads_not_joined",
+    "forcing_dataset_header_files_open": "descriptors_not_closed",
+    "token_file_mapping_kept": "mapped_files_kept",
+    "cam_extractor_per_image": "registered_callbacks",
+    "global_pruning_rounds_keep_masks": "registered_callbacks",
+    "torchscript_export_check_per_call": "registry_keeps_objects",
+    "python_rows_copied_by_workers": "dataloader_workers",
+    "safe_dataset_memoizes_in_workers": "dataloader_workers",
+    "target_sync_closure_cycle": "cyclic_garbage",
+    "trainer_tr_loss_keeps_graph": "autograd_history",
+    "eval_outputs_kept_for_metrics": "container_keeps_tensors",
+    "conv1d_width_varies_on_cpu": "cache_by_argument",
+    "experiment_modules_left_in_sys_modules": "registry_keeps_objects",
+    "features_queued_faster_than_written": "processes",
+    "scripted_fn_per_call_kept_in_cu": "registry_keeps_objects",
 }
 
 
@@ -6280,6 +7006,25 @@ ENTRY = {
     "pickler_memo_keeps_logged_batches": None,  # no entry keeps objects in a serializer's memo (pickle.Pickler without clear_memo)
     "shared_memory_blocks_never_unlinked": None,  # no entry creates named shared-memory blocks that are closed but never unlinked
     "sys_path_appended_per_call": None,  # no entry grows sys.path (or any interpreter search path) per call
+    "epoch_outputs_keep_loss_graph": 'tensor_logging',
+    "cv_fold_results_kept": 'feature_list',
+    "activated_models_never_unloaded": 'model_rebuild',
+    "state_dict_fqn_cache_keeps_models": 'lru_cache_unbounded',
+    "workflow_threads_per_request": 'threads_never_joined',
+    "forcing_dataset_header_files_open": 'files_opened_in_getitem',
+    "token_file_mapping_kept": 'mmap_checkpoints_kept',
+    "cam_extractor_per_image": 'hook_registered_every_forward',
+    "global_pruning_rounds_keep_masks": None,
+    "torchscript_export_check_per_call": None,
+    "python_rows_copied_by_workers": 'cow_dataset_workers',
+    "safe_dataset_memoizes_in_workers": 'persistent_workers_cache',
+    "target_sync_closure_cycle": 'cyclic_garbage',
+    "trainer_tr_loss_keeps_graph": 'loss_accumulation',
+    "eval_outputs_kept_for_metrics": 'feature_list',
+    "conv1d_width_varies_on_cpu": 'onednn_variable_shapes',
+    "experiment_modules_left_in_sys_modules": None,
+    "features_queued_faster_than_written": None,
+    "scripted_fn_per_call_kept_in_cu": None,
 }
 
 # Round 3, written blind to the family rules after round 2 was measured; its answers committed first.
@@ -6373,6 +7118,28 @@ ROUND_8 = (
     "sys_path_appended_per_call",
 )
 
+ROUND_9 = (
+    "epoch_outputs_keep_loss_graph",
+    "cv_fold_results_kept",
+    "activated_models_never_unloaded",
+    "state_dict_fqn_cache_keeps_models",
+    "workflow_threads_per_request",
+    "forcing_dataset_header_files_open",
+    "token_file_mapping_kept",
+    "cam_extractor_per_image",
+    "global_pruning_rounds_keep_masks",
+    "torchscript_export_check_per_call",
+    "python_rows_copied_by_workers",
+    "safe_dataset_memoizes_in_workers",
+    "target_sync_closure_cycle",
+    "trainer_tr_loss_keeps_graph",
+    "eval_outputs_kept_for_metrics",
+    "conv1d_width_varies_on_cpu",
+    "experiment_modules_left_in_sys_modules",
+    "features_queued_faster_than_written",
+    "scripted_fn_per_call_kept_in_cu",
+)
+
 # Which held-out round each step belongs to. Round 1 (the first 34 steps) showed the misreadings
 # that the family rules were then fixed for, so its rates are no longer held out; round 2 was
 # written after those fixes, its answers committed before it was measured.
@@ -6380,7 +7147,7 @@ ROUND = {name: 2 if name in (
     "rotary_cache_per_length", "event_loop_per_call", "loss_totals_keep_graph", "video_reader_process_per_clip",
     "trace_per_candidate", "cam_per_image_hooks", "executor_per_request", "shard_view_keeps_mapping",
     "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
-) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 1
+) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 1
     for name in FAMILY}
 
 # Steps that change the whole process (the collector's debug flags, a profiler left running, the
@@ -6389,4 +7156,5 @@ ROUND = {name: 2 if name in (
 ISOLATE = {"gc_saveall_left_on", "profiler_records_every_step", "execution_id_set_per_call",
            "signal_handler_chain_per_session",
            "fork_handler_per_trial", "frozen_request_cycles",
-           "autocast_region_spans_episodes", "pytree_cycles_in_workers_gc_disabled", "sys_path_appended_per_call"}
+           "autocast_region_spans_episodes", "pytree_cycles_in_workers_gc_disabled", "sys_path_appended_per_call",
+           "experiment_modules_left_in_sys_modules"}
