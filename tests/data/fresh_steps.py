@@ -6842,6 +6842,25 @@ RESOURCE = {
     "pickler_memo_keeps_logged_batches": "cpu_tensors",  # CPU copies of every batch's logits and targets
     "shared_memory_blocks_never_unlinked": "shared_memory",  # /dev/shm segments
     "sys_path_appended_per_call": "python_objects",  # one more str (and list slot) per call
+    "epoch_outputs_keep_loss_graph": "cpu_tensors",
+    "cv_fold_results_kept": "cpu_tensors",
+    "activated_models_never_unloaded": "cpu_tensors",
+    "state_dict_fqn_cache_keeps_models": "cpu_tensors",
+    "workflow_threads_per_request": "threads",
+    "forcing_dataset_header_files_open": "open_fds",
+    "token_file_mapping_kept": "mapped_file_bytes",
+    "cam_extractor_per_image": "python_objects",
+    "global_pruning_rounds_keep_masks": "cpu_tensors",
+    "torchscript_export_check_per_call": "host_heap",
+    "python_rows_copied_by_workers": "worker_memory",
+    "safe_dataset_memoizes_in_workers": "worker_memory",
+    "target_sync_closure_cycle": "python_objects",
+    "trainer_tr_loss_keeps_graph": "host_heap",
+    "eval_outputs_kept_for_metrics": "cpu_tensors",
+    "conv1d_width_varies_on_cpu": "host_heap",
+    "experiment_modules_left_in_sys_modules": "python_objects",
+    "features_queued_faster_than_written": "host_heap",
+    "scripted_fn_per_call_kept_in_cu": "host_heap",
 }
 
 
