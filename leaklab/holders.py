@@ -292,7 +292,7 @@ def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: fl
     where none is reached."""
     targets = {id(obj) for obj in grown}
     up: dict[int, Any] = {}       # id -> the object above it
-    keep: dict[int, Any] = dict.fromkeys(avoid)
+    keep: dict[int, Any] = dict.fromkeys(avoid)  # what was met (the avoided count as met, so never entered)
     frontier: list[Any] = []
     for what, name, obj in seeds:
         if id(obj) not in keep:

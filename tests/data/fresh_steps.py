@@ -5265,12 +5265,6 @@ def defaultdict_lookup_inserts_users(device):
     return step
 
 
-def _sgd_update(opt, loss):
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-
-
 # https://github.com/Lightning-AI/pytorch-lightning/pull/10463 (reopened Lightning-AI/pytorch-lightning#9390
 # for it; the same symptom in optuna/optuna#5024)
 # Seen: in an Optuna search, a trial pruned mid-epoch (optuna.TrialPruned raised from the training
@@ -5337,7 +5331,7 @@ def pruned_trial_keeps_loader_workers(device):
         for step in range(len(loader)):
             x, y = next(batches)
             loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
-            _sgd_update(opt, loss)
+            _update(opt, loss)
             trial.report(loss.item())
             if trial.should_prune():
                 raise _TrialPruned(f"trial {trial.number} pruned at step {step}")
@@ -5405,7 +5399,7 @@ def molecule_graph_cache_in_workers(device):
     def step():  # one (short) epoch: 64 molecules drawn from a large library
         for x, y in loader:
             loss = (head(x.to(device)).squeeze(1) - y.to(device)).pow(2).mean()
-            _sgd_update(opt, loss)
+            _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -5457,7 +5451,7 @@ def split_files_opened_lazily(device):
     def step():  # one shuffled batch of particles
         x = next(batches).to(device)
         loss = (model(x[:, 1:]).squeeze(1) - x[:, 0]).pow(2).mean()
-        _sgd_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     step._folder = folder
@@ -5543,7 +5537,7 @@ def engine_stages_weight_buckets(device):
     def step():  # one trainer update, then the updated adapter is streamed to the engine as a bucket
         obs = torch.randn(128, 128, generator=gen).to(device)
         loss = (adapter(policy(obs)) - obs).pow(2).mean()
-        _sgd_update(opt, loss)
+        _update(opt, loss)
         bucket = {"adapter.weight": adapter.weight.detach().cpu().clone(),
                   "policy.0.weight": policy[0].weight.detach().cpu().clone()}  # ~192 KiB
         inbox.put(("bucket", bucket))
@@ -5608,7 +5602,7 @@ def pytree_cycles_in_workers_gc_disabled(device):
     def step():  # one batch of 32 augmented crops
         x, y = next(batches)
         loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
-        _sgd_update(opt, loss)
+        _update(opt, loss)
         if step.calls % 50 == 0:
             gc.collect()  # the periodic collection of the main loop (it runs in this process only)
         step.calls += 1
@@ -5711,7 +5705,7 @@ def pickler_memo_keeps_logged_batches(device):
         y = torch.randint(0, 100, (64,), generator=gen).to(device)
         logits = model(x)
         loss = nn.functional.cross_entropy(logits, y)
-        _sgd_update(opt, loss)
+        _update(opt, loss)
         stream.write({"step": next(steps), "logits": logits.detach().cpu(), "targets": y.cpu()})
         return {"loss": loss.item(), "sent_mib": sink.sent / 2**20}
 
@@ -5755,7 +5749,7 @@ def shared_memory_blocks_never_unlinked(device):
         tile = torch.randn(4, 128, 128, generator=gen)
         feats = torch.stack([_block_statistics(band, created) for band in tile]).to(device)
         loss = model(feats).pow(2).mean()
-        _sgd_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -5784,7 +5778,7 @@ def sys_path_appended_per_call(device):
     def step():  # a batch of 64 records, each through the site's preprocessing hook
         x = torch.stack([_preprocess_hook(r) for r in torch.randn(64, 32, generator=gen)]).to(device)
         loss = (model(x).squeeze(1) - x[:, 0]).pow(2).mean()
-        _sgd_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item(), "sys_path": float(len(sys.path))}
 
     return step
@@ -6162,13 +6156,6 @@ def torchscript_export_check_per_call(device):
         return {"max_diff": diff.item()}
 
     return step
-
-
-def _update(opt, loss):
-    """One optimizer update from ``loss``."""
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
 
 
 # https://github.com/pytorch/pytorch/issues/5902
