@@ -123,8 +123,10 @@ class Case:
         per_device = self.meta.get("run", {}).get(device, {})
         resources = tuple(per_device.get("resources", self.meta.get("resources", ())))
         also = [r for r in self.meta.get("watch_also", []) if device_type(device) in get_resource(r).devices]
-        if also:  # the defaults (or the list given) and these opt-in readings, such as a peak
-            resources = (*(resources or (r.name for r in defaults(device))), *also)
+        left_out = set(self.meta.get("watch_not", []))
+        if also or left_out:  # the defaults (or the list given), these opt-in readings added, those left out
+            resources = tuple(name for name in (*(resources or (r.name for r in defaults(device))), *also)
+                              if name not in left_out)
         return RunOptions(
             steps=int(per_device.get("steps", self.meta.get("steps", 20))),
             warmup=int(per_device.get("warmup", self.meta.get("warmup", 5))),
@@ -212,9 +214,10 @@ def load_case(toml_path: Path) -> Case:
     for path in [leak, *fixes]:
         if not path.is_file():
             raise CaseError(f"{toml_path}: {path} does not exist")
-    for name in meta.get("watch_also", []):
-        if name not in RESOURCES:
-            raise CaseError(f"{toml_path}: watch_also names {name!r}, not a resource ({', '.join(RESOURCES)})")
+    for key in ("watch_also", "watch_not"):
+        for name in meta.get(key, []):
+            if name not in RESOURCES:
+                raise CaseError(f"{toml_path}: {key} names {name!r}, not a resource ({', '.join(RESOURCES)})")
     for device, roles in meta["expect"].items():
         for role, expectation in roles.items():
             if device not in ("cpu", "cuda") or role not in ROLES:

@@ -154,3 +154,28 @@ def test_a_figure_of_one_rank_and_the_merged_answer_read_the_ranks_the_lab_kept(
     assert _quantity(run, "rank0.cpu_tensors.per_step") == format_bytes(0)
     assert _quantity(run, "answer") == run.labels["answer"]
     assert _quantity(run, "rank1.threads.per_step") is None  # not watched in that run: not measured
+
+
+def test_watch_not_leaves_a_resource_out_of_each_devices_defaults_and_refuses_a_name_that_is_none(tmp_path):
+    """``watch_not = ["python_objects"]``: every default of each device but that one is watched
+    (one list for both devices, so CUDA keeps device_allocated); a misspelled name is refused."""
+    from leaklab.resources import defaults
+    from leaklab_lab.cases import CaseError, load_case
+
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "fixes").mkdir()
+    for path in (tmp_path / "cases" / "x.py", tmp_path / "fixes" / "x.py"):
+        path.write_text("def make_step(device):\n    return lambda: None\n")
+    head = "\n".join(f"{key} = {json.dumps(value)}" for key, value in CASES[0].meta.items()
+                     if key in ("title", "seed", "claim", "claim_status", "resource", "family", "what", "why", "symptoms"))
+    toml = tmp_path / "cases" / "x.toml"
+    toml.write_text(head + '\nwatch_not = ["python_objects"]\n[expect.cpu.leak]\ncpu_tensors = "grows"\n')
+    case = load_case(toml)
+    for device in ("cpu", "cuda"):
+        expected = tuple(r.name for r in defaults(device) if r.name != "python_objects")
+        assert "python_objects" in {r.name for r in defaults(device)}
+        assert case.options(device).resources == expected
+    assert "device_allocated" in case.options("cuda").resources
+    toml.write_text(head + '\nwatch_not = ["python_object"]\n[expect.cpu.leak]\ncpu_tensors = "grows"\n')
+    with pytest.raises(CaseError, match="watch_not names 'python_object', not a resource"):
+        load_case(toml)
