@@ -2,7 +2,7 @@
 # The full GPU run on the lent H200 (device tool), from the bare checkout: every cuda-marked test
 # (case pairs, attribution, empty_cache benchmark), the catalog's results file, and the
 # harness's overheads. Writes under $OUT: pytest.log, bench.json (pytest-benchmark),
-# h200-torch<version>.json (results the catalog reads), h200-bench-torch<version>.json.
+# <card>-torch<version>.json (h200-…: the results the catalog reads), <card>-bench-torch<version>.json.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -11,6 +11,8 @@ WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
 # The card is named from the machine: the device tool may lend an H100 for an H200 call.
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 GPU=${GPU:-unknown GPU}
+# Files are named for that card (h200-…, h100-…), so an H100's figures never stand in for an H200's.
+case $GPU in *H200*) CARD=h200 ;; *H100*) CARD=h100 ;; *) CARD=gpu ;; esac
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 # WORKERS=N (8 on the H200's 16 cores) runs the cuda suite over N pytest-xdist processes (each its own CUDA context and
 # caching allocator, so no run reads another's counters); pytest-benchmark's own timings are off
@@ -18,10 +20,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 SECONDS=0
 if [[ ${SUITE:-1} != 0 ]]; then
   timeout 400 python3 -m pytest -m cuda -p no:cacheprovider -q -rs --timeout 120 ${WORKERS:+-n $WORKERS} "$@" \
-    --durations=15 --leaklab-results "$OUT/h200-torch$TORCH.json" 2>&1 | tee "$OUT/pytest.log"
+    --durations=15 --leaklab-results "$OUT/$CARD-torch$TORCH.json" 2>&1 | tee "$OUT/pytest.log"
   echo "cuda suite wall time: ${SECONDS}s (workers: ${WORKERS:-none})${*:+ with: $(printf "%q " "$@")}" | tee -a "$OUT/pytest.log"
 fi
-[[ -f "$OUT/h200-torch$TORCH.json" ]] && python3 - "$OUT/h200-torch$TORCH.json" "$WHEN" "$GPU" <<'PY'
+[[ -f "$OUT/$CARD-torch$TORCH.json" ]] && python3 - "$OUT/$CARD-torch$TORCH.json" "$WHEN" "$GPU" <<'PY'
 import json, sys
 from leaklab.files import atomic_write
 path, when, gpu = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -32,17 +34,17 @@ PY
 # SENSITIVITY=0 leaves the sensitivity grid out (when the verdict rules did not change since the
 # committed h200-sensitivity file), to keep the call inside the device's 10-minute limit.
 if [[ ${SENSITIVITY:-1} != 0 ]]; then
-  timeout 240 python3 -m leaklab bench --device cuda --sensitivity --results "$OUT/h200-sensitivity-torch$TORCH.json" \
+  timeout 240 python3 -m leaklab bench --device cuda --sensitivity --results "$OUT/$CARD-sensitivity-torch$TORCH.json" \
     --note "leaklab bench --sensitivity on the lent $GPU (device tool), $WHEN" 2>&1 | tail -25
 fi
 # BENCH=0 leaves the benchmarks out (when the probe did not change since the committed bench file).
 if [[ ${BENCH:-1} != 0 ]]; then
-  timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/h200-bench-torch$TORCH.json" \
+  timeout 150 python3 -m leaklab bench --device cuda --results "$OUT/$CARD-bench-torch$TORCH.json" \
     --note "leaklab bench --device cuda on the lent $GPU (device tool), $WHEN"
 fi
 # MATCHING=1: held-out leaky steps from public reports, each checked and matched to the catalog.
 if [[ ${MATCHING:-0} != 0 ]]; then
-  timeout ${MATCHING_LIMIT:-450} python3 -m leaklab bench --device cuda --matching --results "$OUT/h200-matching-torch$TORCH.json" \
+  timeout ${MATCHING_LIMIT:-450} python3 -m leaklab bench --device cuda --matching --results "$OUT/$CARD-matching-torch$TORCH.json" \
     --note "leaklab bench --matching on the lent $GPU (device tool), $WHEN" 2>&1 | tail -14
 fi
 # One report as a user sees it.
