@@ -1,5 +1,3 @@
-import sys
+from leaklab.cli import run
 
-from leaklab.cli import main
-
-sys.exit(main())
+run()

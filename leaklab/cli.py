@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -238,7 +239,13 @@ def answer_lines(data: dict[str, Any]) -> list[str]:
 
 def terminate_on_sigterm() -> None:
     """SIGTERM ends a command as Ctrl-C does: the run stops, children are stopped, one line is said."""
+    owner = os.getpid()
+
     def interrupt(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:  # a forked child of the step (a queue's writer): ends as SIGTERM ends it
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise KeyboardInterrupt(f"signal {signum}")
 
     if threading.current_thread() is threading.main_thread():
@@ -377,5 +384,23 @@ def cmd_check_ranks(args: argparse.Namespace, options: Any, device: str, path: s
     return code
 
 
+def run(exit_wait: float = 10.0) -> None:
+    """The console command: :func:`main`, then an exit that cannot hang. Python's exit joins what
+    the step left behind (a ``multiprocessing.Queue`` whose feeder thread still holds a backlog for
+    a writer process that is gone waits forever); the answer is already out, so past ``exit_wait``
+    seconds the process ends with the answer's exit code and says why, in one line."""
+    code = main()
+
+    def end_anyway() -> None:
+        time.sleep(exit_wait)
+        print(f"leaklab: Python's exit still waited after {exit_wait:.0f} s on something the step left "
+              "(a thread or a queue's backlog); ended it, the answer above stands", file=sys.stderr, flush=True)
+        os._exit(code)
+
+    sys.stdout.flush()
+    threading.Thread(target=end_anyway, name="leaklab-exit", daemon=True).start()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

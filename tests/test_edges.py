@@ -173,6 +173,21 @@ def test_a_daemon_the_factory_started_is_named_and_stopped_when_the_check_exits(
     assert not sleepers, f"left running after the check exited: {sleepers}"
 
 
+@pytest.mark.end_to_end  # fresh interpreters: run by .ci/run with -m end_to_end
+def test_a_queue_backlog_left_by_the_step_cannot_hang_the_exit():
+    """Python's exit joins a multiprocessing queue's feeder thread, which waits forever on a
+    backlog for a reader that is gone: the answer stands, and the command ends, saying why."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "leaklab", "check", f"{EDGES}:queue_backlog_at_exit", "--quiet",
+                           "--steps", "6", "--warmup", "1"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode in (0, 1), done.stderr
+    assert done.stdout.startswith(f"{EDGES}:queue_backlog_at_exit: ")
+    assert "ended it, the answer above stands" in done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr  # the reader, stopped at exit, ends quietly
+    assert time.monotonic() - started < 90
+
+
 def _descendant_cmdlines(pid: int) -> list[list[str]]:
     """Command lines of ``pid``'s descendants. One that exits while we look is passed over: it is
     a zombie until reaped, and psutil raises for its command line (seen once in the loaded gate)."""

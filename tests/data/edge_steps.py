@@ -5,6 +5,7 @@ import collections
 import concurrent.futures
 import functools
 import mmap
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -244,6 +245,20 @@ def factory_starts_a_daemon(device):
     """A runtime's daemon started while building (as MPI_Init starts orted), living with the process."""
     kept.append(subprocess.Popen(["sleep", "602"]))
     return lambda: None
+
+
+def _slow_reader(queue):
+    while True:
+        queue.get()
+        time.sleep(1.0)
+
+
+def queue_backlog_at_exit(device):
+    """A queue fed faster than its reader process drains it: at exit, Python joins the queue's
+    feeder thread, which still holds the backlog for a reader that is gone."""
+    queue = multiprocessing.get_context("fork").Queue()
+    multiprocessing.get_context("fork").Process(target=_slow_reader, args=(queue,), daemon=True).start()
+    return lambda: queue.put(bytes(256 * 1024))
 
 
 def hangs(device):
