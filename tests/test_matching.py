@@ -21,6 +21,8 @@ def test_rates_are_counted_per_round_as_well_as_in_total():
     assert (rates["rounds"]["1"]["counted"], rates["rounds"]["1"]["first"], rates["rounds"]["1"]["entry_first"]) == (2, 1, 1)
     assert (rates["rounds"]["2"]["counted"], rates["rounds"]["2"]["first"], rates["rounds"]["2"]["no_entry_counted"],
             rates["rounds"]["2"]["no_entry_none"]) == (2, 1, 2, 1)
+    missed = _rates({**rows, "e": {**_row("g", [], None, 2), "verdict": "bounded"}})
+    assert (missed["no_entry_counted"], missed["no_entry_none"], missed["none_close"]) == (3, 1, 1)  # a miss is no silence
     assert "rounds" not in _rates({name: {k: v for k, v in row.items() if k != "round"} for name, row in rows.items()})
 
 

@@ -5196,7 +5196,7 @@ def queue_listener_per_request_logger(device):
 # one autocast region that spans the whole run: each episode's cached low-precision weights stay,
 # and through their grad_fn the episode's parameters and gradients too.
 # Changes the process: after the first step the generator is suspended inside the autocast region,
-# so autocast stays enabled in the calling thread (ISOLATE).
+# so autocast stays enabled in the calling thread (the bench runs each step in its own process).
 def autocast_region_spans_episodes(device):
     device_type = torch.device(device).type
     backbone = nn.Sequential(nn.Linear(64, 256), nn.ReLU()).to(device).eval().requires_grad_(False)
@@ -7155,12 +7155,3 @@ ROUND = {name: 2 if name in (
     "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
 ) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 1
     for name in FAMILY}
-
-# Steps that change the whole process (the collector's debug flags, a profiler left running, the
-# environment, signal handlers): each runs in a fresh process, as `leaklab check` would run it, so
-# that no other step is measured under what they leave behind.
-ISOLATE = {"gc_saveall_left_on", "profiler_records_every_step", "execution_id_set_per_call",
-           "signal_handler_chain_per_session",
-           "fork_handler_per_trial", "frozen_request_cycles",
-           "autocast_region_spans_episodes", "pytree_cycles_in_workers_gc_disabled", "sys_path_appended_per_call",
-           "experiment_modules_left_in_sys_modules"}
