@@ -364,14 +364,24 @@ _COMPILER_UNSEEN = True
 
 
 def _keep_out_of_compiler() -> None:
-    """Once torch._dynamo is imported (torch.compile may run), the counter's operator hook is
-    wrapped in ``torch._disable_dynamo`` as torch wraps every dispatch mode's: a compiled step
-    then never traces the counter's own frames."""
+    """Once torch._dynamo is imported (torch.compile may run), the compiler is told to skip the
+    counter's operator hook and every frame it calls: a compiled step then never traces the
+    counter's own frames. Marking the code costs nothing per operator, where the wrapper torch
+    puts around every dispatch mode's hook (``torch._disable_dynamo``, the fallback where the
+    marking is missing) is one more Python call per operator; torch.optim imports torch._dynamo,
+    so nearly every training step paid it."""
     global _COMPILER_UNSEEN
     if not _COMPILER_UNSEEN or getattr(sys.modules.get("torch._dynamo"), "disable", None) is None:
-        return  # wrapped already; or not imported, or still being imported: looked at again at the next operator
+        return  # marked already; or not imported, or still being imported: looked at again at the next operator
     _COMPILER_UNSEEN = False
-    LiveTensorBytes.__torch_dispatch__ = torch._disable_dynamo(LiveTensorBytes.__torch_dispatch__, recursive=True)
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:
+        LiveTensorBytes.__torch_dispatch__ = torch._disable_dynamo(LiveTensorBytes.__torch_dispatch__, recursive=True)
+        return
+    set_code_exec_strategy(LiveTensorBytes.__torch_dispatch__.__code__,
+                           FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
 
 
 # --------------------------------------------------------------------------- device / pinned
