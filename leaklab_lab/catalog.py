@@ -84,7 +84,8 @@ def _where(document: dict[str, Any]) -> str:
 
 def _short_where(document: dict[str, Any]) -> str:
     env = document["environment"]
-    return f"{'H200' if 'H200' in env['device_name'] else 'CPU'} (torch {env['torch'].split('+')[0]})"
+    card = next((card for card in ("H200", "H100") if card in env["device_name"]), None)
+    return f"{card or ('GPU' if env.get('device') == 'cuda' else 'CPU')} (torch {env['torch'].split('+')[0]})"
 
 
 def _verdict_pair(case: Case, document: dict[str, Any]) -> str:

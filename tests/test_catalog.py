@@ -329,3 +329,16 @@ def test_every_example_is_whole_code_to_paste():
         assert "# LEAK:" in example, case.slug
         for part in example.split("\n    ...\n"):
             ast.parse(part)  # a fragment cut from a closure does not parse (unexpected indent)
+
+
+def test_a_results_file_is_labelled_with_the_card_that_ran_it():
+    """An H100's matching rows once read "CPU" in docs/harness.md: only "H200" was known."""
+    from leaklab_lab.catalog import _short_where
+
+    def where(name: str, device: str) -> str:
+        return _short_where({"environment": {"device_name": name, "device": device, "torch": "2.11.0+cu130"}})
+
+    assert where("NVIDIA H100 80GB HBM3", "cuda") == "H100 (torch 2.11.0)"
+    assert where("NVIDIA H200", "cuda") == "H200 (torch 2.11.0)"
+    assert where("NVIDIA A100-SXM4-80GB", "cuda") == "GPU (torch 2.11.0)"
+    assert where("Intel(R) Xeon(R) Processor", "cpu") == "CPU (torch 2.11.0)"

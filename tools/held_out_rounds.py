@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ("results/cpu-matching-torch2.14.1.json", "results/h200-matching-torch2.11.0.json")
+FILES = ("results/cpu-matching-torch2.14.1.json", "results/h200-matching-torch2.11.0.json", "results/h100-matching-torch2.11.0.json")
 OUT = ROOT / "results" / "held-out" / "rounds.json"
 KEPT = ("counted", "first", "top3", "none_close", "entry_counted", "entry_first", "no_entry_counted", "no_entry_none")
 
