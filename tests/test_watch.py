@@ -34,7 +34,9 @@ def test_watch_reports_what_check_reports(script, expected):
         forget_script(module)
     assert (watch_report.verdict, watch_report.resource) == (check_report.verdict, check_report.resource)
     assert watch_report.verdict == expected
-    assert watch_report.summary().split(" by ")[0] == check_report.summary().split(" by ")[0]
+    # The headline, before its first ';': what follows may say check looked again (a long pass), which a loop
+    # the user drives cannot do, with the same verdict (seen once in a serial full suite, 2026-12-05)
+    assert watch_report.summary().split(";")[0].split(" by ")[0] == check_report.summary().split(";")[0].split(" by ")[0]
     assert watch_report.curve().splitlines()[0] == check_report.curve().splitlines()[0]
     assert len(watch_report.samples) == STEPS + 1
     if "hook_caching" in script:  # the step's returned numbers are kept per step, as check keeps them
