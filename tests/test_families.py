@@ -286,3 +286,30 @@ def test_growth_in_the_workers_of_a_loader_that_keeps_its_iterator_is_persistent
     held = _chain(("closure cell", "make_step.<locals>.batches",
                    "torch.utils.data.dataloader._MultiProcessingDataLoaderIter (persistent_workers=True)", "object"), *workers)
     assert decide(Evidence(held, "worker_memory", frozenset({"worker_memory"}))).rule == "_persistent_workers"
+
+
+def test_an_lru_cache_that_keeps_models_is_the_cache():
+    """Models kept as an lru_cache's arguments: the cache holds them, and its fix is the cache's
+    (round 9's state_dict_fqn_cache_keeps_models was named a registry of models)."""
+    chain = _chain(("module global", "m._state_dict", "function", "callable"),
+                   ("referent", "", "functools._lru_cache_wrapper (maxsize=None)", "object"),
+                   ("referent", "", "dict", "container"), ("key", "key", "tuple", "container"),
+                   ("item", "[*]", "torch.nn.modules.container.Sequential", "module"),
+                   ("attribute", "._parameters", "dict", "container"),
+                   ("grown", "['bias']", "torch.nn.parameter.Parameter", "tensor"))
+    assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("cache_by_argument",)
+
+
+def test_python_modules_kept_in_sys_modules_are_not_models():
+    chain = _chain(("module global", "sys.modules", "dict", "container"), ("grown", "['plugin7']", "module", "object"))
+    decision = decide(Evidence(chain, "host_heap", frozenset({"host_heap", "python_objects"})))
+    assert decision.families == ("registry_keeps_objects",) and decision.kept == "python module"
+
+
+@pytest.mark.parametrize("growing", [{"host_heap"}, {"host_heap", "python_objects"}])
+def test_cycles_made_every_step_do_not_name_what_holds_growth_that_survived_the_collector(growing):
+    """The check collects garbage before every reading: cycles are no evidence for what grew."""
+    missing = Chain([], "not found: nothing grew that Python can see")
+    decision = decide(Evidence(missing, "host_heap", frozenset(growing), garbage=True))
+    assert "cyclic_garbage" not in decision.families
+    assert decision.families == (("allocator_caching", "cache_by_argument") if growing == {"host_heap"} else ())

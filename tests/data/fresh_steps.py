@@ -4,8 +4,8 @@ Each factory here rebuilds, in a few lines of torch and the standard library, a 
 reported in public (the comment above it gives the report, what the reporter saw and the fix given
 there, with how firmly it was confirmed). None of them is a catalog case: they exist only to score the catalog-matching
 hit rate of ``leaklab check`` on leaks the catalog was not written from. ``FAMILY`` and ``RESOURCE``
-at the end say what a reader would answer from the mechanism (the FAMILIES list in
-notes/HELPERS.md), not what the harness reports.
+at the end say what a reader would answer from the mechanism (the families of
+cases/families.toml), not what the harness reports.
 
 Every ``factory(device)`` returns a ``step()`` that runs one small training or evaluation step on
 'cpu' or 'cuda', takes a few milliseconds on a CPU, leaks at most about 1 MiB per step, and leaves
