@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from leaklab.files import UnwritablePath, atomic_write, check_writable
-from leaklab.measure import Probe, is_user_file, storage_key
+from leaklab.measure import Probe, dense_parts, is_user_file, storage_key
 from leaklab.verdict import format_bytes
 
 _MAX_NODES = 200_000
@@ -363,8 +363,8 @@ def holder_paths(reachable: list[tuple[str, torch.Tensor]], device: str) -> dict
     for path, tensor in reachable:
         if tensor.device.type == "cpu" and device == "cpu":
             holders[storage_key(tensor)].append(path)
-        elif tensor.device.type == "cuda" and device == "cuda":
-            holders[tensor.untyped_storage().data_ptr()].append(path)
+        elif tensor.device.type == "cuda" and device == "cuda" and dense_parts(tensor):
+            holders[dense_parts(tensor)[-1].untyped_storage().data_ptr()].append(path)  # sparse: its values
     return holders
 
 

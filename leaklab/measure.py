@@ -234,6 +234,26 @@ def _tensors(out: Any) -> list[torch.Tensor]:
     return []
 
 
+# A sparse or compressed tensor has no storage of its own: its memory is in the dense tensors it
+# is made of (COO: indices and values; CSR/CSC/BSR/BSC: compressed and plain indices and values),
+# so those are what is counted. Another layout (mkldnn, nested) is not counted.
+_PARTS = {
+    torch.sparse_coo: lambda t: (t._indices(), t._values()),
+    torch.sparse_csr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_bsr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_csc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+    torch.sparse_bsc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+}
+
+
+def dense_parts(tensor: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The tensors that hold ``tensor``'s memory: itself when strided, its parts when sparse."""
+    if tensor.layout == torch.strided:
+        return (tensor,)
+    parts = _PARTS.get(tensor.layout)
+    return parts(tensor) if parts is not None else ()
+
+
 @dataclass
 class _Storage:
     ref: StorageRef
@@ -316,8 +336,9 @@ class LiveTensorBytes(TorchDispatchMode):
         if _FORKED_CHILD:
             return out
         for item in _tensors(out):
-            if item.is_cpu and not item.is_sparse:
-                self._track(item)
+            if item.is_cpu:
+                for part in dense_parts(item):
+                    self._track(part)
         return out
 
     def _track(self, tensor: torch.Tensor) -> None:
@@ -762,8 +783,10 @@ class Probe:
 
 
 def storage_key(tensor: torch.Tensor) -> int:
-    """The identity of a tensor's storage, as :class:`LiveTensorBytes` keys it."""
-    return StorageRef(tensor.untyped_storage()).cdata
+    """The identity of a tensor's storage, as :class:`LiveTensorBytes` keys it (a sparse tensor:
+    its values' storage)."""
+    parts = dense_parts(tensor)
+    return StorageRef(parts[-1].untyped_storage()).cdata if parts else id(tensor)
 
 
 def format_exception(exc: BaseException) -> str:
@@ -771,7 +794,7 @@ def format_exception(exc: BaseException) -> str:
 
 
 __all__ = [
-    "Garbage", "HOST_HEAP_SOURCE", "LiveTensorBytes", "Probe", "Reading", "cuda_usable", "device_counters",
+    "Garbage", "HOST_HEAP_SOURCE", "LiveTensorBytes", "Probe", "Reading", "cuda_usable", "dense_parts", "device_counters",
     "host_heap_bytes", "is_user_file", "live_children", "pinned_host_bytes", "storage_key", "user_stack",
     "warm_up_cuda", "worker_uss_bytes",
 ]
