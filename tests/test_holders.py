@@ -312,3 +312,31 @@ def test_a_persistent_loaders_workers_are_named_from_the_loader_not_from_multipr
     assert [link.name for link in chain.links[1:]] == ["._iterator", "._workers", "[*]"]
     assert chain.links[1].type.endswith("(persistent_workers=True)")
     assert decide(Evidence(chain, "worker_memory", frozenset({"worker_memory"}))).rule == "_persistent_workers"
+
+
+def test_the_chain_reaches_what_piles_up_not_what_each_step_replaces():
+    """global_pruning_rounds_keep_masks (round 9): each pruning round recomputes every layer's
+    weight (a tensor with a graph, nearest the step's roots, replaced every step) and adds a mask
+    deeper down, in the layer's hook container. The walk started from the newest tensors, the
+    recomputed weights, so the chain ended at ``.weight`` and named a list of layers a registry."""
+    import leaklab
+
+    class Masks:
+        def __init__(self):
+            self.kept = []
+
+    def make_step():
+        layers = [torch.nn.Linear(16, 16) for _ in range(2)]
+        for layer in layers:
+            layer.store = {"masks": Masks()}
+
+        def step():
+            for layer in layers:
+                layer.store["masks"].kept.append(torch.ones(16, 16))  # piles up, three links deeper
+                layer.current = layer.weight * 2                     # replaced every step, with a graph
+        return step
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows"
+    assert report.holder, report.holder_missing
+    assert [link["name"] for link in report.holder][-2:] == [".kept", "[*]"], report.holder
