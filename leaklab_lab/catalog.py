@@ -566,8 +566,8 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                 "then fixed on its misses too: no longer held out)",
            "8": "round 8 (written blind to the rules fixed on round 7's misses, measured once after them; three rules and "
                 "the walk to tensors were then fixed on its misses: no longer held out)",
-           "9": "round 9 (written blind to the rules fixed on round 8's misses, measured once after them; three rules were "
-                "then fixed on its misses: no longer held out)",
+           "9": "round 9 (written blind to the rules fixed on round 8's misses, measured once after them; three rules and "
+                "the holder walk's starting objects were then fixed on its misses: no longer held out)",
            "10": "round 10 (written blind to the rules fixed on round 9's misses, measured once after them: held out)"}
 
 
