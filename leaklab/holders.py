@@ -461,17 +461,18 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     for name in ranked:
         found = by_type.pop(name)
         # A kept tensor with an autograd graph keeps more than itself (its graph's nodes): where
-        # some of what grew carry one, their holder is named (a logger's losses, not its accuracies).
-        # Only where those pile up: a module's weight recomputed each step (pruning's weight_orig
-        # * mask) has a graph too, and is replaced, not kept.
-        with_graph = [obj for obj in found if getattr(obj, "grad_fn", None) is not None] if name == "torch.Tensor" else []
-        found = with_graph if len(with_graph) >= steps else found
-        # From the older half: what a step replaces (a module's recomputed weight) is new and
-        # reachable too, often nearer the step's roots than what piles up; what still lives from
-        # the first steps since the baseline is what is kept. (The collector lists them in
-        # the order they were made: each full collection appends the survivors to the oldest.)
-        older = found[:len(found) // 2] or found
-        samples = older[-1:-SAMPLES * 4:-4] or older[-SAMPLES:]  # the newest survivors, spread over the last steps
+        # such tensors pile up, their holder is named (a logger's losses, not its accuracies).
+        # Where a few carry one, they are the step's current state, not what grows (a pruned
+        # layer's weight, recomputed every step from its mask, nearer the step's roots than the
+        # masks piling up behind it): the walk starts from the others.
+        if name == "torch.Tensor":
+            with_graph = [obj for obj in found if getattr(obj, "grad_fn", None) is not None]
+            without = [obj for obj in found if getattr(obj, "grad_fn", None) is None]
+            found.clear()  # these lists would be referrers of what grew: emptied before the walk
+            found += with_graph if len(with_graph) >= steps else without or with_graph
+            with_graph.clear()
+            without.clear()
+        samples = found[-1:-SAMPLES * 4:-4] or found[-SAMPLES:]  # the newest, spread over the last steps
         found.clear()
         left = deadline - time.perf_counter()
         if left <= 0:

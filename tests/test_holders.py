@@ -317,8 +317,8 @@ def test_a_persistent_loaders_workers_are_named_from_the_loader_not_from_multipr
 def test_the_chain_reaches_what_piles_up_not_what_each_step_replaces():
     """global_pruning_rounds_keep_masks (round 9): each pruning round recomputes every layer's
     weight (a tensor with a graph, nearest the step's roots, replaced every step) and adds a mask
-    deeper down, in the layer's hook container. The walk started from the newest tensors, the
-    recomputed weights, so the chain ended at ``.weight`` and named a list of layers a registry."""
+    deeper down, in the layer's hook container. The walk started from the tensors with a graph,
+    the recomputed weights, so the chain ended at ``.weight`` and named a list of layers a registry."""
     import leaklab
 
     class Masks:
