@@ -129,6 +129,15 @@ def _gains_entries(links: list[Link], i: int) -> bool:
     return not any(link.kind == "container" and _CONTAINERS.match(link.type) for link in below)
 
 
+_CALLBACK_LISTS = ("list", "collections.deque", "set")
+
+
+def _keyed(links: list[Link]) -> bool:
+    """Whether the chain passes through a dict entry keyed by a tensor, a shape or a tuple: a
+    cache by argument."""
+    return any(_CACHE_KEYS.match(link.name) or link.what == "key" for link in links)
+
+
 def _hooks(e: Evidence) -> str | None:
     # A registry that holds what grew (not the last link: an empty handler list of each new
     # logger is not a registry that gains entries).
@@ -138,6 +147,15 @@ def _hooks(e: Evidence) -> str | None:
                  or link.what.startswith("signal handler")), None)
     if link is not None:
         return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
+    if _keyed(links):
+        return None  # a callable in a cache's entry (a trace kept with its function) is the cache's
+    link = next((link for i, link in enumerate(links[:-1])
+                 if link.type.startswith(_CALLBACK_LISTS) and links[i + 1].kind == "callable"), None)
+    if link is not None and link is not links[-2]:
+        # What grows hangs below a callable in a list: a bound method or a closure registered
+        # there (a waiter, a subscriber) keeps it, whatever the list is called. Not in a dict: a
+        # dict's values may be callables kept as data (a functools.partial per batch).
+        return f"a {link.type.split(' ')[0]} of callbacks ({link.name.lstrip('.') or e.root}) that keeps what each one holds"
     held = e.held
     if held is not None and held.kind == "callable" and len(links) > 1 and links[-2].kind == "container":
         # A dict or list whose entries are what grows, each a function: callbacks registered every

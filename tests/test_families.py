@@ -313,3 +313,26 @@ def test_cycles_made_every_step_do_not_name_what_holds_growth_that_survived_the_
     decision = decide(Evidence(missing, "host_heap", frozenset(growing), garbage=True))
     assert "cyclic_garbage" not in decision.families
     assert decision.families == (("allocator_caching", "cache_by_argument") if growing == {"host_heap"} else ())
+
+
+def test_a_function_kept_in_a_cache_entry_keyed_by_its_arguments_is_the_cache():
+    """Round 10's trace_cache_keyed_by_bound_method: a trace cache keyed by (function, shapes)
+    keeps each new bound method with its trace; it was named a registry gaining a method."""
+    chain = _chain(("closure cell", "make_step.<locals>.run", "TracingFunction", "object"),
+                   ("attribute", ".traces", "dict", "container"), ("item", "[tuple key]", "tuple", "container"),
+                   ("grown", "[*]", "method", "callable"))
+    assert decide(Evidence(chain, "python_objects", frozenset({"python_objects"}))).families == ("cache_by_argument",)
+
+
+def test_a_list_of_bound_methods_keeps_what_their_objects_hold_as_registered_callbacks():
+    """Round 10's long_poll_waiters_never_removed: each request subscribes a bound method to a
+    list of waiters and never leaves it; the list was named a registry of request objects. A dict
+    whose values are callables kept as data (a functools.partial per batch) stays a container."""
+    chain = _chain(("closure cell", "make_step.<locals>.buffer", "CheckpointBuffer", "object"),
+                   ("attribute", ".waiters", "list", "container"), ("item", "[*]", "method", "callable"),
+                   ("attribute", ".__self__", "InferenceRequest", "object"), ("attribute", ".batch", "torch.Tensor", "tensor"))
+    assert decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("registered_callbacks",)
+    as_data = _chain(("module global", "m._PROVENANCE", "weakref.WeakKeyDictionary", "object"),
+                     ("attribute", ".data", "dict", "container"), ("item", "[weakref.ReferenceType key]", "functools.partial", "callable"),
+                     ("referent", "", "tuple", "container"), TENSOR)
+    assert decide(Evidence(as_data, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",)
