@@ -50,7 +50,11 @@ from leaklab.chain import (
     type_name,
 )
 
-SECONDS = 0.5          # the walk's time budget per growing run
+SECONDS = 0.5          # the walk's time budget per growing run, in the walking thread's CPU time
+# CPU time, not the clock: on a busy machine a walk of the same objects takes longer by the clock,
+# and the holder named (or "not found in time") would depend on the machine's load (a flake gate
+# beside busy processes once saw a thread's holder go unnamed).
+_clock = time.thread_time
 
 
 MAX_OBJECTS = 20_000   # objects visited at most
@@ -190,12 +194,12 @@ def holder_chain(grown: Iterable[Any], named: dict[int, str] | None = None, igno
     where each level of a walk up scans every object the collector tracks (0.15 s among the
     320,000 objects of a process that imported torch, measured). ``avoid``: objects the walk down
     never enters (a library's own registry, named only where the walk up finds nothing else)."""
-    deadline = time.perf_counter() + seconds
+    deadline = _clock() + seconds
     samples = list(grown)
     if not samples:
         return Chain([], "not found: nothing grew that Python can see")
     if seeds:
-        found = _walk_down(samples, seeds, time.perf_counter() + seconds / 2, max_objects, {id(obj) for obj in avoid})
+        found = _walk_down(samples, seeds, _clock() + seconds / 2, max_objects, {id(obj) for obj in avoid})
         if found is not None:
             return found
     gc.unfreeze()
@@ -302,10 +306,10 @@ def _walk_down(grown: list[Any], seeds: list[tuple[str, str, Any]], deadline: fl
             if id(obj) in targets:
                 return Chain([Link(what, name, type_name(obj) + bound_of(obj), kind_of(obj))])
     seed_of = {id(obj): (what, name) for what, name, obj in reversed(seeds)}
-    while frontier and time.perf_counter() < deadline and len(keep) < max_objects:
+    while frontier and _clock() < deadline and len(keep) < max_objects:
         next_frontier = []
         for source in frontier:
-            if time.perf_counter() > deadline:
+            if _clock() > deadline:
                 return None
             for child in _below(source):
                 if id(child) in keep:
@@ -345,7 +349,7 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
             held = next((obj for obj in frontier if id(obj) in roots.locals), None)
             if held is not None:
                 return Chain(links_down(None, held, roots.locals[id(held)], parent))
-        if time.perf_counter() > deadline or len(parent) > max_objects:
+        if _clock() > deadline or len(parent) > max_objects:
             return Chain([], _budget(deadline, len(parent)))
         skip.add(id(frontier))
         referrers = gc.get_referrers(*frontier)
@@ -392,7 +396,7 @@ def _weak_table(source: Any) -> bool:
 
 
 def _budget(deadline: float, visited: int) -> str:
-    if time.perf_counter() > deadline:
+    if _clock() > deadline:
         return f"not found in time ({visited:,} objects walked)"
     return f"not found within {visited:,} objects"
 
@@ -421,7 +425,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     only what came since): an autograd graph that got longer, held by a tensor the step reaches,
     first; else the types that piled up, tensors first, a few objects of each. None where
     nothing grew."""
-    deadline = time.perf_counter() + seconds
+    deadline = _clock() + seconds
     FILE_MAPS[0] = read_file_maps() if "mapping" in _census_kinds(before, after) else []
     named = _step_names(step)
     seeds = step_seeds(step) if step is not None else _caller_seeds()
@@ -432,7 +436,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
 
         tensor = next((t for p, t in reachable_tensors(step) if p == path), None)
         if tensor is not None:
-            found = holder_chain([tensor], named, [*ignore, before, after], seconds=deadline - time.perf_counter(), seeds=seeds)
+            found = holder_chain([tensor], named, [*ignore, before, after], seconds=deadline - _clock(), seeds=seeds)
             tail = Link("autograd graph", ".grad_fn", f"graph growing by {per_step:,.0f} nodes/step", "graph")
             return Chain([*found.links, tail] if found.found else [make_link("the step's reach", path, tensor), tail])
     # What a user keeps (tensors, models, threads, files) before what comes with it, then the
@@ -474,7 +478,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
             without.clear()
         samples = found[-1:-SAMPLES * 4:-4] or found[-SAMPLES:]  # the newest, spread over the last steps
         found.clear()
-        left = deadline - time.perf_counter()
+        left = deadline - _clock()
         if left <= 0:
             break
         chain = holder_chain(samples, named, [*ignore, before, after, by_type, found], seconds=left, seeds=seeds)
@@ -519,7 +523,7 @@ def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str]
         return None
     _, path = longer_ones[0]
     container = after.containers[path]
-    chain = holder_chain([container], named, [*ignore, after.containers], seconds=max(deadline - time.perf_counter(), 0.05),
+    chain = holder_chain([container], named, [*ignore, after.containers], seconds=max(deadline - _clock(), 0.05),
                          seeds=seeds)
     if not chain.found:
         return chain

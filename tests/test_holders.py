@@ -340,3 +340,32 @@ def test_the_chain_reaches_what_piles_up_not_what_each_step_replaces():
     assert report.verdict == "grows"
     assert report.holder, report.holder_missing
     assert [link["name"] for link in report.holder][-2:] == [".kept", "[*]"], report.holder
+
+
+def test_the_walks_budget_is_its_own_work_not_the_time_a_busy_machine_takes(monkeypatch):
+    """Each level of a walk up scans every object the collector tracks; beside busy processes
+    that scan takes longer by the clock, and a gate run once left a thread's holder unnamed. The
+    budget counts the walking thread's CPU time: a scan stretched to 0.3 s of waiting each leaves
+    the walk (0.5 s budget) its holder."""
+    import leaklab.holders as holders
+
+    real = gc.get_referrers
+
+    def slow_referrers(*objects):
+        time.sleep(0.3)  # a machine too busy to run this thread, by the clock
+        return real(*objects)
+
+    def build():
+        KEPT.append([Thing()])
+        monkeypatch.setattr(holders.gc, "get_referrers", slow_referrers)
+        try:
+            return holder_chain([KEPT[-1][0]], seconds=0.5)
+        finally:
+            monkeypatch.setattr(holders.gc, "get_referrers", real)
+
+    try:
+        chain = _frozen(build)
+    finally:
+        KEPT.clear()
+    assert chain.found, chain.missing
+    assert _types(chain) == ["list", "list", "Thing"]
