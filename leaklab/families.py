@@ -138,6 +138,25 @@ def _keyed(links: list[Link]) -> bool:
     return any(_CACHE_KEYS.match(link.name) or link.what == "key" for link in links)
 
 
+def _module_hooks(e: Evidence) -> str | None:
+    """A torch module's own hook dict that gains an entry every step (or torch's hook handles
+    kept): the catalog's hook entries are this mistake, and their fix (keep the handle, remove it)
+    is torch's API. Other registries of callbacks are :func:`_hooks`'."""
+    links = e.links
+    link = next((link for i, link in enumerate(links[:-1]) if _MODULE_HOOKS.match(link.name) and _gains_entries(links, i)), None)
+    if link is not None:
+        return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
+    # A tensor's own hook dict (``register_hook``), which Python shows with no name.
+    link = next((link for i, link in enumerate(links[1:-1], 1)
+                 if links[i - 1].kind == "tensor" and link.kind == "container" and links[i + 1].kind == "callable"), None)
+    if link is not None:
+        i = links.index(link)
+        short = lambda link: link.type.split(" ")[0].rsplit(".", 1)[-1]  # noqa: E731
+        return f"a {short(link)} (of a {short(links[i - 1])}) that gains a {short(links[i + 1])} every step"
+    link = _first(links, lambda link: link.type.startswith("torch.utils.hooks.RemovableHandle"))
+    return f"callbacks registered every step (RemovableHandle entries kept by {e.root})" if link else None
+
+
 def _hooks(e: Evidence) -> str | None:
     # A registry that holds what grew (not the last link: an empty handler list of each new
     # logger is not a registry that gains entries).
@@ -381,6 +400,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("cyclic_garbage",), "garbage", _collector_keeps, specific=True),
     Rule(("autograd_history",), "autograd_history", _graph),
+    Rule(("registered_callbacks",), "hook_dict", _module_hooks, specific=True),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),
     Rule(("dataloader_workers",), "workers", _workers_iterator, specific=True),
     Rule(("processes",), "workers", _queued_for_process),

@@ -336,3 +336,21 @@ def test_a_list_of_bound_methods_keeps_what_their_objects_hold_as_registered_cal
                      ("attribute", ".data", "dict", "container"), ("item", "[weakref.ReferenceType key]", "functools.partial", "callable"),
                      ("referent", "", "tuple", "container"), TENSOR)
     assert decide(Evidence(as_data, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",)
+
+
+def test_only_torchs_own_hooks_are_the_catalogs_hook_mistake():
+    """The catalog's hook entry is a hook registered on a module (or a tensor) every step, fixed
+    with torch's handle; a registry of the user's or a library's own (a Future's done callbacks,
+    a plugin host's handlers) is the same family, decided by another rule, so that entry is not
+    suggested for it (round 11's done_callback_per_spin, and earlier callback registries whose
+    mechanism no entry has, were all linked to it)."""
+    module = _chain(("closure cell", "make_step.<locals>.model", "Net", "module"),
+                    ("attribute", "._forward_hooks", "collections.OrderedDict", "container"),
+                    ("grown", "[*]", "functools.partial", "callable"))
+    tensor = _chain(("closure cell", "make_step.<locals>.weight", "torch.nn.parameter.Parameter", "tensor"),
+                    ("referent", "", "collections.OrderedDict", "container"), ("grown", "[*]", "functools.partial", "callable"))
+    future = _chain(("closure cell", "make_step.<locals>.goal", "concurrent.futures.Future", "object"),
+                    ("attribute", "._done_callbacks", "list", "container"), ("grown", "[*]", "functools.partial", "callable"))
+    decisions = [decide(Evidence(chain, "python_objects", frozenset({"python_objects"}))) for chain in (module, tensor, future)]
+    assert [d.families for d in decisions] == [("registered_callbacks",)] * 3
+    assert [d.rule for d in decisions] == ["_module_hooks", "_module_hooks", "_hooks"]
