@@ -363,8 +363,8 @@ def holder_paths(reachable: list[tuple[str, torch.Tensor]], device: str) -> dict
     for path, tensor in reachable:
         if tensor.device.type == "cpu" and device == "cpu":
             holders[storage_key(tensor)].append(path)
-        elif tensor.device.type == "cuda" and device == "cuda" and dense_parts(tensor):
-            holders[dense_parts(tensor)[-1].untyped_storage().data_ptr()].append(path)  # sparse: its values
+        elif tensor.device.type == "cuda" and device == "cuda" and (parts := dense_parts(tensor)):
+            holders[parts[-1].untyped_storage().data_ptr()].append(path)  # sparse: its values
     return holders
 
 

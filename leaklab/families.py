@@ -59,7 +59,8 @@ _CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defau
 _HOOKS = re.compile(r"_\w*hooks\w*$|^\.?handlers$|^\.?_?\w*callbacks$", re.IGNORECASE)
 # Registries of callbacks that the standard library and torch keep: what a handle or an entry there
 # keeps stays alive as long as the callback is registered.
-_CALLBACK_TYPES = ("torch.utils.hooks.RemovableHandle", "weakref.finalize")
+_CALLBACK_TYPES = ("weakref.finalize",)
+_TORCH_HOOK_HANDLE = "torch.utils.hooks.RemovableHandle"
 # Handles of asynchronous work that keep their result (or its inputs) until dropped.
 _ASYNC_HANDLES = re.compile(r"(^|\.)(_?asyncio\.(Task|Future)|Future|Work)$")
 _CACHE_KEYS = re.compile(r"^\[(torch\.Tensor|torch\.Size|tuple|torch\.nn\.parameter\.Parameter) key\]$")
@@ -69,6 +70,12 @@ _CACHE_NAMES = re.compile(r"cache|memo(?!ry)", re.IGNORECASE)
 _OUTPUT_HISTORY = re.compile(r"^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$")
 # A module's own tables of its submodules, parameters and buffers: its structure, not a registry.
 _MODULE_TABLES = re.compile(r"^\.?_(modules|parameters|buffers)$")
+
+
+def _short(link: Link) -> str:
+    """A link's type without its module or its note: ``Sequential`` for
+    ``torch.nn.modules.container.Sequential (3 modules)``."""
+    return link.type.split(" ")[0].rsplit(".", 1)[-1]
 
 
 def _first(links: list[Link], test: Callable[[Link], bool]) -> Link | None:
@@ -147,13 +154,10 @@ def _module_hooks(e: Evidence) -> str | None:
     if link is not None:
         return f"a hook or handler registry ({link.name.lstrip('.')}) that gains an entry every step"
     # A tensor's own hook dict (``register_hook``), which Python shows with no name.
-    link = next((link for i, link in enumerate(links[1:-1], 1)
-                 if links[i - 1].kind == "tensor" and link.kind == "container" and links[i + 1].kind == "callable"), None)
-    if link is not None:
-        i = links.index(link)
-        short = lambda link: link.type.split(" ")[0].rsplit(".", 1)[-1]  # noqa: E731
-        return f"a {short(link)} (of a {short(links[i - 1])}) that gains a {short(links[i + 1])} every step"
-    link = _first(links, lambda link: link.type.startswith("torch.utils.hooks.RemovableHandle"))
+    for tensor, box, hook in zip(links, links[1:], links[2:], strict=False):  # each window of three
+        if tensor.kind == "tensor" and box.kind == "container" and hook.kind == "callable":
+            return f"a {_short(box)} (of a {_short(tensor)}) that gains a {_short(hook)} every step"
+    link = _first(links, lambda link: link.type.startswith(_TORCH_HOOK_HANDLE))
     return f"callbacks registered every step (RemovableHandle entries kept by {e.root})" if link else None
 
 
@@ -179,12 +183,12 @@ def _hooks(e: Evidence) -> str | None:
     if held is not None and held.kind == "callable" and len(links) > 1 and links[-2].kind == "container":
         # A dict or list whose entries are what grows, each a function: callbacks registered every
         # step, wherever the registry lives (a tensor's own hook dict has no name Python shows).
-        box, short = links[-2], lambda link: link.type.split(" ")[0].rsplit(".", 1)[-1]
-        where = box.name.lstrip(".") or (f"of a {short(links[-3])}" if len(links) > 2 else e.root)
-        return f"a {short(box)} ({where}) that gains a {short(held)} every step"
+        box = links[-2]
+        where = box.name.lstrip(".") or (f"of a {_short(links[-3])}" if len(links) > 2 else e.root)
+        return f"a {_short(box)} ({where}) that gains a {_short(held)} every step"
     link = _first(e.links, lambda link: link.type.startswith(_CALLBACK_TYPES))
     if link is not None:
-        return f"callbacks registered every step ({link.type.split(' ')[0].rsplit('.', 1)[-1]} entries kept by {e.root})"
+        return f"callbacks registered every step ({_short(link)} entries kept by {e.root})"
     if e.links and e.links[0].what == "the step" and e.links[0].name.startswith("signal handler"):
         return f"a {e.links[0].name} that keeps what grows"
     return None
@@ -265,7 +269,7 @@ def _registry_of(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
         if above.name == "._modules":
             links = e.links
             owner = links[max(i for i, link in enumerate(links) if link is above) - 1]
-            return f"{kept.type.rsplit('.', 1)[-1]} modules added to a {owner.type.split(' ')[0].rsplit('.', 1)[-1]} ({owner.name.lstrip('.') or e.root}) every step"
+            return f"{kept.type.rsplit('.', 1)[-1]} modules added to a {_short(owner)} ({owner.name.lstrip('.') or e.root}) every step"
         return f"a {above.type.split(' ')[0]} ({above.name or e.root}) that keeps {kept.type.rsplit('.', 1)[-1]} objects"
     return test
 
@@ -280,9 +284,8 @@ def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
         link = found[1]
         if link.kind != "object":
             return link.kind
-        short = link.type.split(" ")[0].rsplit(".", 1)[-1]
         # A Python module (sys.modules, importlib) is not a model: its type is named "module" too.
-        return "python module" if short == "module" else short
+        return "python module" if _short(link) == "module" else _short(link)
     return kept
 
 
@@ -321,7 +324,7 @@ def _loader_workers(e: Evidence) -> str | None:
     if e.headline not in _CHILDREN:
         return None
     link = _first(e.links, lambda link: "torch.utils.data" in link.type)
-    return f"what grows lives in the worker processes of a {link.type.split(' ')[0].rsplit('.', 1)[-1]} kept by {e.root}" if link else None
+    return f"what grows lives in the worker processes of a {_short(link)} kept by {e.root}" if link else None
 
 
 def _workers_iterator(e: Evidence) -> str | None:

@@ -470,12 +470,8 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         # layer's weight, recomputed every step from its mask, nearer the step's roots than the
         # masks piling up behind it): the walk starts from the others.
         if name == "torch.Tensor":
-            with_graph = [obj for obj in found if getattr(obj, "grad_fn", None) is not None]
-            without = [obj for obj in found if getattr(obj, "grad_fn", None) is None]
-            found.clear()  # these lists would be referrers of what grew: emptied before the walk
-            found += with_graph if len(with_graph) >= steps else without or with_graph
-            with_graph.clear()
-            without.clear()
+            piled = sum(getattr(obj, "grad_fn", None) is not None for obj in found) >= steps
+            found[:] = [obj for obj in found if (getattr(obj, "grad_fn", None) is not None) == piled] or found
         samples = found[-1:-SAMPLES * 4:-4] or found[-SAMPLES:]  # the newest, spread over the last steps
         found.clear()
         left = deadline - _clock()
