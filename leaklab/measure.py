@@ -236,7 +236,8 @@ def _tensors(out: Any) -> list[torch.Tensor]:
 
 # A sparse or compressed tensor has no storage of its own: its memory is in the dense tensors it
 # is made of (COO: indices and values; CSR/CSC/BSR/BSC: compressed and plain indices and values),
-# so those are what is counted. Another layout (mkldnn, nested) is not counted.
+# so those are what is counted. A nested tensor is strided (its one buffer is counted); an mkldnn
+# tensor has no storage torch shows, and is not counted (it shows in host_heap).
 _PARTS = {
     torch.sparse_coo: lambda t: (t._indices(), t._values()),
     torch.sparse_csr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
