@@ -26,5 +26,6 @@ for part in ${PARTS:-suite}; do
   esac
   echo "$part: ${SECONDS}s" | tee -a "$WORK/parts.log"
   tail -3 "$WORK/$part.log" 2>/dev/null
+  # packed after every part, so that a call stopped at the device's limit still returns the parts that ended
+  tar czf "$FINAL/h200-batch.tgz" -C "$WORK" .
 done
-tar czf "$FINAL/h200-batch.tgz" -C "$WORK" .

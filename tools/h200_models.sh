@@ -17,6 +17,10 @@ RUNS=${RUNS:-3}
 RUN_FROM=${RUN_FROM:-1}  # the first run's number, so that runs made over several calls have distinct files
 TORCH=$(python3 -c "import torch; print(torch.__version__.split('+')[0])")
 WHEN=$(date -u +%Y-%m-%dT%H:%MZ)
+# files are named for the card lent (the device tool may lend an H100 for an H200 call), as tools/h200_full.sh does
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+GPU=${GPU:-unknown GPU}
+case $GPU in *H200*) CARD=h200 ;; *H100*) CARD=h100 ;; *) CARD=gpu ;; esac
 # a step stuck past 300 s fails its test, where pytest-timeout is installed (tools/h200_full.sh uses it too)
 TIMEOUT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 300")
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -26,23 +30,23 @@ if [[ $RUNS -gt 0 ]]; then
   for run in $(seq "$RUN_FROM" $((RUN_FROM + RUNS - 1))); do
     SECONDS=0
     python3 -m pytest -m "models and cuda" -p no:cacheprovider -q -rs $TIMEOUT "$@" tests/test_real_models.py \
-      --leaklab-results "$OUT/h200-models-run$run.json" >"$OUT/pytest-$run.log" 2>&1
+      --leaklab-results "$OUT/$CARD-models-run$run.json" >"$OUT/pytest-$run.log" 2>&1
     code=$?
     echo "run $run: exit $code in ${SECONDS}s: $(tail -1 "$OUT/pytest-$run.log")"
   done
-  files=$(ls "$OUT"/h200-models-run*.json 2>/dev/null | sort -V)
+  files=$(ls "$OUT"/$CARD-models-run*.json 2>/dev/null | sort -V)
   [[ -n "$files" ]] || { echo "no results file was written" >&2; exit 1; }
   labelled=()
   for file in $files; do labelled+=("serial=$file"); done
-  python3 tools/models_runs.py --keep "$OUT/h200-models-torch$TORCH.json" --json "$OUT/h200-models-torch$TORCH-gate.json" "${labelled[@]}" \
-    --note "python3 -m pytest -m 'models and cuda' tests/test_real_models.py --leaklab-results on the lent NVIDIA H200 (device tool), $WHEN" \
+  python3 tools/models_runs.py --keep "$OUT/$CARD-models-torch$TORCH.json" --json "$OUT/$CARD-models-torch$TORCH-gate.json" "${labelled[@]}" \
+    --note "python3 -m pytest -m 'models and cuda' tests/test_real_models.py --leaklab-results on the lent $GPU (device tool), $WHEN" \
     | tee "$OUT/flips.txt"
 fi
 # COST=1: issue 28's item 7, each bounded idiom checked against the same calls run bare in one process
-# (leaklab bench --models, 3 rounds), written to h200-models-cost-torch<version>.json.
+# (leaklab bench --models, 3 rounds), written to $CARD-models-cost-torch<version>.json.
 if [[ ${COST:-0} != 0 ]]; then
   SECONDS=0
-  python3 -m leaklab bench --models --device cuda --results "$OUT/h200-models-cost-torch$TORCH.json" \
-    --note "leaklab bench --models --device cuda on the lent NVIDIA H200 (device tool), $WHEN" 2>&1 | tee "$OUT/cost.log"
+  python3 -m leaklab bench --models --device cuda --results "$OUT/$CARD-models-cost-torch$TORCH.json" \
+    --note "leaklab bench --models --device cuda on the lent $GPU (device tool), $WHEN" 2>&1 | tee "$OUT/cost.log"
   echo "bench --models: ${SECONDS}s"
 fi
