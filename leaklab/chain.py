@@ -221,6 +221,10 @@ def _instance_dict(owner: Any, obj: Any) -> bool:
         return False
 
 
+# A root: a callback that nothing in Python holds, only the interpreter or a C library (atexit,
+# signal, codecs, os.register_at_fork, a C++ registry such as torch.library's).
+OUTSIDE = "held outside Python"
+
 # Roots that are namespaces: the link names the value they hold, with its type.
 _NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame", "local variable")
 
@@ -243,6 +247,10 @@ def links_down(root: Any, child: Any, found: tuple[str, str], parent: dict[int, 
     else:
         links, source, obj = [make_link(what, name, root)], root, child
     while obj is not None:
+        if isinstance(source, types.FunctionType) and obj is source.__closure__:
+            # function -> its closure tuple -> a cell -> the value: one link, the closure variable
+            cell = parent.get(id(obj))
+            obj = parent.get(id(cell), obj) if cell is not None else obj
         below = parent.get(id(obj))
         if below is not None and _instance_dict(source, obj):
             _, key = _edge(obj, below)
@@ -297,5 +305,5 @@ def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None
     return (chain.to_json() if chain.links else None), chain.missing
 
 
-__all__ = ["FILE_MAPS", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
+__all__ = ["FILE_MAPS", "OUTSIDE", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
            "kind_of", "links_down", "make_link", "read_file_maps", "script_name", "type_name"]

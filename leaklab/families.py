@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import Chain, Link
+from leaklab.chain import OUTSIDE, Chain, Link
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,24 @@ def _gains_entries(links: list[Link], i: int) -> bool:
 _CALLBACK_LISTS = ("list", "collections.deque", "set")
 
 
+def _callable_entry(links: list[Link], i: int) -> bool:
+    """Whether ``links[i]`` is a callable, or a tuple whose next link is one (torch.cuda's queued
+    calls keep (callback, stack) pairs), with what grows further down."""
+    if i < len(links) - 1 and links[i].type.startswith("tuple"):
+        i += 1
+    return links[i].kind == "callable" and i < len(links) - 1
+
+
+def _outside(e: Evidence) -> str | None:
+    """The chain starts at a callback that nothing in Python holds: the interpreter or a C library
+    keeps it (atexit, a signal handler, codecs, a fork handler, a C++ kernel registry), so it is
+    registered and never removed, with what it refers to."""
+    links = e.links
+    if links and links[0].what == OUTSIDE:
+        return f"a callback registered outside Python ({links[0].name.split(',')[0]}) that keeps what grows"
+    return None
+
+
 def _keyed(links: list[Link]) -> bool:
     """Whether the chain passes through a dict entry keyed by a tensor, a shape or a tuple: a
     cache by argument."""
@@ -173,8 +191,8 @@ def _hooks(e: Evidence) -> str | None:
     if _keyed(links):
         return None  # a callable in a cache's entry (a trace kept with its function) is the cache's
     link = next((link for i, link in enumerate(links[:-1])
-                 if link.type.startswith(_CALLBACK_LISTS) and links[i + 1].kind == "callable"), None)
-    if link is not None and link is not links[-2]:
+                 if link.type.startswith(_CALLBACK_LISTS) and _callable_entry(links, i + 1)), None)
+    if link is not None:
         # What grows hangs below a callable in a list: a bound method or a closure registered
         # there (a waiter, a subscriber) keeps it, whatever the list is called. Not in a dict: a
         # dict's values may be callables kept as data (a functools.partial per batch).
@@ -405,6 +423,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _module_hooks, specific=True),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),
+    Rule(("registered_callbacks",), "hook_dict", _outside, specific=True),
     Rule(("dataloader_workers",), "workers", _workers_iterator, specific=True),
     Rule(("processes",), "workers", _queued_for_process),
     # An lru_cache is the holder whatever it keeps (models as arguments too): its fix is the cache's.

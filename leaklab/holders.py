@@ -35,6 +35,7 @@ from typing import Any
 from leaklab import growth
 from leaklab.chain import (
     FILE_MAPS,
+    OUTSIDE,
     Chain,
     Link,
     bound_of,
@@ -342,42 +343,86 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
     frontier = list(grown)
     skip = roots.own_frames | {id(x) for x in ignore} | roots.own_modules
     skip |= {id(grown), id(parent), id(keep), id(ignore), id(roots.named)}
+    # A closure cell is a root only as a last resort: the function it belongs to may be held by
+    # a registry (torch.cuda's queued calls, a list of callbacks), and that is what the user keeps.
+    # Where nothing in Python holds the function (atexit, signal, codecs, a C++ kernel registry),
+    # the chain starts at the function, held outside Python.
+    closure: Chain | None = None
+    outside: Chain | None = None
     for depth in range(max_depth):
         if not frontier:
             break
         if depth:  # what grew may be the last step's local too: its holders are what count
             held = next((obj for obj in frontier if id(obj) in roots.locals), None)
             if held is not None:
+                if closure is not None and isinstance(held, types.FunctionType):
+                    return closure  # the user's own function: its cell names the variable
                 return Chain(links_down(None, held, roots.locals[id(held)], parent))
         if _clock() > deadline or len(parent) > max_objects:
-            return Chain([], _budget(deadline, len(parent)))
+            return outside or closure or Chain([], _budget(deadline, len(parent)))
         skip.add(id(frontier))
         referrers = gc.get_referrers(*frontier)
         skip.add(id(referrers))
         wanted = {id(obj) for obj in frontier}
+        referred: set[int] = set()
         next_frontier: list[Any] = []
         for source in referrers:
-            if id(source) in skip or id(source) in parent or is_own(source):
+            if id(source) in skip or is_own(source):
                 continue
             if isinstance(source, types.FrameType) and own_frame(source):
                 continue
             if _weak_table(source):  # a weak dictionary's or set's table keeps nothing alive
                 continue
-            child = next((x for x in gc.get_referents(source) if id(x) in wanted), None)
-            if child is None:
+            below = [x for x in gc.get_referents(source) if id(x) in wanted]
+            if not below:
                 continue
+            referred.update(map(id, below))
+            if id(source) in parent:
+                continue
+            child = below[0]
             parent[id(source)] = child
             keep[id(source)] = source
-            root = _root_name(source, child, roots)
-            if root is not None:
-                return Chain(links_down(source, child, root, parent))
+            if isinstance(source, types.CellType):  # named once (two scans of every object): the first is kept
+                closure = closure or Chain(links_down(source, child, ("closure cell", _cell_name(source)), parent))
+            else:
+                root = _root_name(source, child, roots)
+                if root is not None and closure is not None and isinstance(child, types.FunctionType):
+                    return closure  # a function the user names (a variable, the step): its cell names it better
+                if root is not None:
+                    return Chain(links_down(source, child, root, parent))
             next_frontier.append(source)
+        if outside is None:
+            # A loop, not a generator expression: one would put ``parent`` in a closure cell,
+            # which the walk would then find holding everything it walked.
+            for orphan in frontier:
+                if id(orphan) not in referred and _callback(orphan, parent):
+                    outside = Chain(links_down(orphan, parent[id(orphan)], (OUTSIDE, _callable_name(orphan)), parent))
+                    break
         # One gc.get_referrers call compares every referent of every object with each object
         # of the frontier, and cannot be stopped: a level is kept to its first objects.
         frontier = next_frontier[:MAX_FRONTIER]
+        skip.add(id(next_frontier))
+    if outside or closure:
+        return outside or closure
     if frontier:
         return Chain([], _budget(deadline, len(parent)))
     return Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")
+
+
+def _callback(obj: Any, parent: dict[int, Any]) -> bool:
+    """Whether ``obj`` is a function that grew or was reached through its closure, or a bound
+    method reached through its object: a callback whose holder, where Python shows none, is
+    outside Python."""
+    below = parent.get(id(obj))
+    if isinstance(obj, types.FunctionType):
+        return below is None or below is obj.__closure__
+    return isinstance(obj, types.MethodType) and below is obj.__self__
+
+
+def _callable_name(obj: Any) -> str:
+    fn = getattr(obj, "__func__", obj)
+    name = f"{script_name(getattr(fn, '__module__', '') or '')}.{getattr(fn, '__qualname__', '?')}".lstrip(".")
+    return f"{name}, a callback held outside Python (atexit, signal, codecs, a C++ registry)"
 
 
 def _weak_table(source: Any) -> bool:
@@ -477,7 +522,9 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         left = deadline - _clock()
         if left <= 0:
             break
-        chain = holder_chain(samples, named, [*ignore, before, after, by_type, found], seconds=left, seeds=seeds)
+        # by_type's lists of the other types that grew are the census's, not holders: never walked
+        chain = holder_chain(samples, named, [*ignore, before, after, by_type, found, *by_type.values()], seconds=left,
+                             seeds=seeds)
         if chain.found:
             return chain
     return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or chain

@@ -1,5 +1,6 @@
 """The holder chain: from a root a user can name to what grew, found from the objects themselves."""
 
+import atexit
 import functools
 import gc
 import multiprocessing
@@ -8,7 +9,7 @@ import weakref
 
 import torch
 
-from leaklab.chain import Chain
+from leaklab.chain import OUTSIDE, Chain
 from leaklab.families import Evidence, decide
 from leaklab.holders import holder_chain
 
@@ -103,6 +104,107 @@ def test_a_closure_list_names_the_factorys_variable():
     assert chain.links[-1].kind == "tensor" and chain.links[-1].name == "['loss']"
     decision = decide(Evidence(chain, "cpu_tensors", frozenset()))
     assert decision.families == ("container_keeps_tensors",) and "make_step.<locals>.history" in decision.why
+
+
+class Scorer:
+    def __init__(self, bank):
+        self.bank = bank
+
+    def close(self):
+        self.bank = None
+
+
+def test_a_callback_that_only_the_interpreter_holds_is_the_root():
+    """atexit keeps a bound method (and a closure) where Python shows no referrer: the chain
+    starts at the callback, held outside Python, not at a closure cell or nowhere."""
+    scorer = Scorer(torch.zeros(8))
+    atexit.register(scorer.close)
+    bank, kept = scorer.bank, weakref.ref(scorer)  # a weak reference is no referrer to the walk
+    del scorer
+    try:
+        chain = _frozen(functools.partial(_chain, [bank]))  # no closure of this test in the way
+    finally:
+        atexit.unregister(kept().close)  # equal to the one registered: same object, same function
+    assert chain.found, chain.missing
+    assert chain.links[0].what == OUTSIDE and chain.links[0].name.startswith("test_holders.Scorer.close"), chain
+    assert _types(chain) == ["method", "Scorer", "Tensor"]
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset()))
+    assert decision.families == ("registered_callbacks",) and "outside Python" in decision.why
+
+
+def make_cleanup():
+    table = torch.zeros(4)
+
+    def cleanup():
+        table.zero_()
+    return cleanup
+
+
+def test_a_closure_registered_outside_python_is_named_by_its_function_then_its_variable():
+    cleanup = make_cleanup()
+    table = cleanup.__closure__[0].cell_contents
+    atexit.register(cleanup)
+    kept = weakref.ref(cleanup)
+    del cleanup
+    try:
+        chain = _frozen(functools.partial(_chain, [table]))
+    finally:
+        atexit.unregister(kept())
+    assert chain.found, chain.missing
+    assert chain.links[0].what == OUTSIDE and "make_cleanup.<locals>.cleanup" in chain.links[0].name, chain
+    assert [link.name for link in chain.links[1:]] == ["make_cleanup.<locals>.table"]  # one link: the variable
+
+
+class AtExitScorer(Scorer):
+    pass
+
+
+def test_a_check_names_a_callback_registered_with_atexit_every_step():
+    """atexit_cleanup_per_call (round 1): the check's census lists the other types that grew
+    (bound methods too) in lists of its own, which the walk must not take for referrers: the
+    method atexit keeps then looked held by a list, and the holder went unnamed."""
+    import leaklab
+
+    def make_step():
+        bank = torch.randn(16, 16)
+
+        def step():
+            scorer = AtExitScorer(bank.clone())
+            atexit.register(scorer.close)
+            return float(scorer.bank.sum())
+        return step
+
+    try:
+        report = leaklab.check(make_step(), steps=12, warmup=3)
+    finally:  # found again without a list of our own, which would grow beside them
+        for scorer in [obj for obj in gc.get_objects() if type(obj) is AtExitScorer]:
+            atexit.unregister(scorer.close)
+    assert report.verdict == "grows"
+    assert report.holder and report.holder[0]["what"] == OUTSIDE, report.holder_missing
+    assert "registered_callbacks" in (report.signature or {}).get("families", []), report.signature
+
+
+QUEUED: list = []
+
+
+def queue_call(value):
+    def apply():
+        value.add_(1)
+    QUEUED.append((apply, "the stack where it was queued"))
+
+
+def test_a_list_of_queued_calls_is_a_list_of_callbacks():
+    """torch.cuda keeps (callback, stack) pairs until CUDA initialises: the closure's cell is not
+    the root, the list that keeps the callbacks is."""
+    def build():
+        queue_call(torch.zeros(2))
+        return _chain([QUEUED[-1][0].__closure__[0].cell_contents])
+    chain = _frozen(build)
+    QUEUED.clear()
+    assert chain.found, chain.missing
+    assert chain.links[0].name.endswith("test_holders.QUEUED") and _types(chain) == ["list", "tuple", "function", "Tensor"]
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset()))
+    assert decision.families == ("registered_callbacks",) and "QUEUED" in decision.why
 
 
 @functools.cache
