@@ -9,6 +9,7 @@ another format, a file that could not be written (the one there before is left u
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -110,6 +111,9 @@ def register(commands: Any) -> None:
     bench.add_argument("--matching", action="store_true",
                        help="instead: held-out leaky steps from public reports (tests/data/fresh_steps.py), each "
                             "checked and matched to the catalog; how often its family comes first")
+    bench.add_argument("--rounds", type=_rounds, default=None, metavar="N[,N...]",
+                       help="with --matching: only the held-out steps of these rounds; their rows replace those "
+                            "of the same steps in --results where it exists, the other rows are kept")
     bench.add_argument("--models", action="store_true",
                        help="instead: the check's cost on the real-model corpus (real_models/), each step checked "
                             "against the same steps run bare, as a ratio within one run (the models extra)")
@@ -288,16 +292,28 @@ def _bench_written(args: argparse.Namespace, device: str, benchmarks: dict[str, 
     return EXIT_OK
 
 
+def _rounds(text: str) -> set[int]:
+    try:
+        rounds = {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"rounds are numbers separated by commas, not {text!r}") from None
+    if not rounds or min(rounds) < 1:
+        raise argparse.ArgumentTypeError(f"rounds are numbers from 1, not {text!r}")
+    return rounds
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from leaklab_lab import timing
 
     device = _device(args.device)
     _check_outputs(files={"--results": args.results})
     if args.matching:
-        from leaklab_lab.matching import fresh_steps
+        from leaklab_lab.matching import fresh_steps, merged_rows
 
-        summary = fresh_steps(device, progress=lambda name, row: print(
+        summary = fresh_steps(device, rounds=args.rounds, progress=lambda name, row: print(
             f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
+        if args.rounds and args.results and os.path.exists(args.results):
+            summary, args.note = merged_rows(args.results, summary, args.note)
         for label, counts in [("", summary), *((f"round {r}: ", c) for r, c in summary.get("rounds", {}).items())]:
             print(f"{label}family named right: {counts['first']} of {counts['counted']}; "
                   f"one of the first three: {counts['top3']} of {counts['counted']}; "

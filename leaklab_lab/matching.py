@@ -134,16 +134,19 @@ def side_by_side() -> int:
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
-def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progress: Any = None) -> dict[str, Any]:
+def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progress: Any = None,
+                rounds: set[int] | None = None) -> dict[str, Any]:
     """The held-out leaky steps run under the default check on ``device``, each matched against
     the catalog; the family a reader would pick is the module's FAMILY. Each step runs in a fresh
     process, as a user's own ``leaklab check`` does: run one after another in one process, a step
     whose leak is in the native heap read bounded behind ~170 steps that had already grown the heap
-    and oneDNN's cache (features_queued_faster_than_written, conv1d_width_varies_on_cpu)."""
+    and oneDNN's cache (features_queued_faster_than_written, conv1d_width_varies_on_cpu).
+    ``rounds``: only the steps of these held-out rounds."""
     module = load_script(FRESH_STEPS)
-    families: dict[str, str] = dict(module.FAMILY)
+    round_of: dict[str, int] = dict(getattr(module, "ROUND", {}))
+    families: dict[str, str] = {name: family for name, family in module.FAMILY.items()
+                                if rounds is None or round_of.get(name, 1) in rounds}
     entries_named: dict[str, str | None] = dict(getattr(module, "ENTRY", {}))
-    rounds: dict[str, int] = dict(getattr(module, "ROUND", {}))
     rows = {}
     with ThreadPoolExecutor(side_by_side()) as pool:
         reports = pool.map(lambda name: _isolated(name, device), families)
@@ -159,12 +162,24 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
                              {"verdict": report.verdict, "summary": report.summary(), "signature": report.signature,
                               "holder": report.holder, "holder_missing": report.holder_missing}),
                           **({"entry": entries_named[name]} if name in entries_named else {}),
-                          **({"round": rounds[name]} if name in rounds else {}),
+                          **({"round": round_of[name]} if name in round_of else {}),
                           "suggested": [[s.slug, s.family, s.score] for s in found], "first": first,
                           "top3": any_of_three}
             if progress:
                 progress(name, rows[name])
     return _rates(rows)
+
+
+def merged_rows(path: str, summary: dict[str, Any], note: str) -> tuple[dict[str, Any], str]:
+    """``summary``'s rows (some rounds, measured now) in place of the same steps' rows of the
+    matching results file at ``path``, whose other rows are kept; the note says which were kept."""
+    with open(path) as f:
+        before = json.load(f)
+    kept = dict(before.get("benchmarks", {}).get("matching", {}).get("rows", {}))
+    rows = {**{name: row for name, row in kept.items() if name not in summary["rows"]}, **summary["rows"]}
+    rounds = sorted({row["round"] for row in summary["rows"].values() if "round" in row})
+    said = f"rounds {', '.join(map(str, rounds))} measured now ({note})" if note else f"rounds {', '.join(map(str, rounds))} measured now"
+    return _rates(rows), f"{said}; the other rows kept from: {before.get('note', '')}"
 
 
 def _isolated(name: str, device: str) -> Report | None:

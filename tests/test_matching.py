@@ -100,3 +100,27 @@ def test_each_round_is_kept_as_first_measured_from_the_files_history(tmp_path, m
     found = tool.first_measured(name, 2)
     assert sorted(found) == ["2", "3"] and found["2"]["first"] == 3
     assert sorted(tool.first_measured(name, 3)) == ["3"]  # a round measured before the file's first held-out round is left out
+
+
+def test_a_run_of_some_rounds_replaces_their_rows_and_keeps_the_others(tmp_path):
+    import json
+
+    from leaklab_lab.cli import _rounds
+    from leaklab_lab.matching import merged_rows
+
+    earlier = _rates({"a": _row("f", [["e1", "f", 0.9]], "e1", 1), "b": _row("f", [], None, 2)})
+    path = tmp_path / "matching.json"
+    path.write_text(json.dumps({"note": "the first run", "benchmarks": {"matching": earlier}}))
+    now = _rates({"b": _row("f", [["e2", "f", 0.9]], None, 2), "c": _row("g", [], None, 2)})
+    merged, note = merged_rows(str(path), now, "today")
+    assert sorted(merged["rows"]) == ["a", "b", "c"] and merged["rows"]["b"]["suggested"] == [["e2", "f", 0.9]]
+    assert merged["rounds"]["1"]["counted"] == 1 and merged["rounds"]["2"]["counted"] == 2
+    assert note.startswith("rounds 2 measured now (today)") and "the first run" in note
+    assert _rounds("12") == {12} and _rounds("3, 12") == {3, 12}
+    for bad in ("x", "0", ""):
+        try:
+            _rounds(bad)
+        except Exception as exc:  # noqa: BLE001 - argparse's error type
+            assert "rounds are numbers" in str(exc)
+        else:
+            raise AssertionError(f"{bad!r} was taken")
