@@ -160,7 +160,13 @@ def _outside(e: Evidence) -> str | None:
 def _keyed(links: list[Link]) -> bool:
     """Whether the chain passes through a dict entry keyed by a tensor, a shape or a tuple: a
     cache by argument."""
-    return any(_CACHE_KEYS.match(link.name) or link.what == "key" for link in links)
+    return any(_keyed_link(link) for link in links)
+
+
+def _keyed_link(link: Link) -> bool:
+    """A dict entry keyed by a tensor, a shape or a tuple, or a key that is itself what grows (a
+    dict that gains keys: warnings' ``__warningregistry__`` keys every message it saw)."""
+    return bool(_CACHE_KEYS.match(link.name)) or "key" in (link.what, link.name)
 
 
 def _module_hooks(e: Evidence) -> str | None:
@@ -234,9 +240,9 @@ def _output_history(e: Evidence) -> str | None:
 def _cache(e: Evidence) -> str | None:
     if e.headline in _KERNEL:
         return None
-    keyed = _first(e.links, lambda link: bool(_CACHE_KEYS.match(link.name)) or link.what == "key")
+    keyed = _first(e.links, _keyed_link)
     if keyed is not None:
-        by = keyed.type if keyed.what == "key" else keyed.name.strip("[]").removesuffix(" key")
+        by = keyed.type if "key" in (keyed.what, keyed.name) else keyed.name.strip("[]").removesuffix(" key")
         return f"a dict keyed by {by.split(' ')[0]} (a cache by argument)"
     named = _first(e.links, lambda link: bool(_CACHE_NAMES.search(_own_name(link.name))))
     return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None

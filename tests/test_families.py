@@ -354,3 +354,14 @@ def test_only_torchs_own_hooks_are_the_catalogs_hook_mistake():
     decisions = [decide(Evidence(chain, "python_objects", frozenset({"python_objects"}))) for chain in (module, tensor, future)]
     assert [d.families for d in decisions] == [("registered_callbacks",)] * 3
     assert [d.rule for d in decisions] == ["_module_hooks", "_module_hooks", "_hooks"]
+
+
+def test_a_dict_whose_keys_are_what_grows_is_a_cache_by_argument():
+    """Round 12's warnings_registry_unique_messages: ``warnings`` keys every message it has shown
+    in the module's ``__warningregistry__``; what grows is the keys themselves (tuples), and the
+    dict was named a container keeping every step's tuple."""
+    chain = _chain(("module global", "m.__warningregistry__", "dict", "container"), ("grown", "key", "tuple", "container"))
+    decision = decide(Evidence(chain, "python_objects", frozenset({"python_objects"})))
+    assert decision.families == ("cache_by_argument",) and "keyed by tuple" in decision.why
+    values = _chain(("module global", "m.HISTORY", "dict", "container"), ("grown", "['step 7']", "tuple", "container"))
+    assert decide(Evidence(values, "python_objects", frozenset({"python_objects"}))).families == ("container_keeps_tensors",)
