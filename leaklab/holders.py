@@ -402,8 +402,9 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
         # of the frontier, and cannot be stopped: a level is kept to its first objects.
         frontier = next_frontier[:MAX_FRONTIER]
         skip.add(id(next_frontier))
-    if outside or closure:
-        return outside or closure
+    last_resort = outside or closure
+    if last_resort:
+        return last_resort
     if frontier:
         return Chain([], _budget(deadline, len(parent)))
     return Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")

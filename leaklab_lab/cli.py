@@ -309,11 +309,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _check_outputs(files={"--results": args.results})
     if args.matching:
         from leaklab_lab.matching import fresh_steps, merged_rows
+        from leaklab_lab.results import ResultsError, load_results
 
+        before = None
+        if args.rounds and args.results and os.path.exists(args.results):
+            try:  # read before anything runs: a broken file is bad input, not minutes of checks lost
+                before = load_results(args.results)
+            except ResultsError as exc:
+                raise BadInput(f"--results: {exc}") from exc
         summary = fresh_steps(device, rounds=args.rounds, progress=lambda name, row: print(
             f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
-        if args.rounds and args.results and os.path.exists(args.results):
-            summary, args.note = merged_rows(args.results, summary, args.note)
+        if before is not None:
+            summary, args.note = merged_rows(before, summary, args.note)
         for label, counts in [("", summary), *((f"round {r}: ", c) for r, c in summary.get("rounds", {}).items())]:
             print(f"{label}family named right: {counts['first']} of {counts['counted']}; "
                   f"one of the first three: {counts['top3']} of {counts['counted']}; "

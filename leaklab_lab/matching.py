@@ -170,16 +170,14 @@ def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progre
     return _rates(rows)
 
 
-def merged_rows(path: str, summary: dict[str, Any], note: str) -> tuple[dict[str, Any], str]:
+def merged_rows(before: dict[str, Any], summary: dict[str, Any], note: str) -> tuple[dict[str, Any], str]:
     """``summary``'s rows (some rounds, measured now) in place of the same steps' rows of the
-    matching results file at ``path``, whose other rows are kept; the note says which were kept."""
-    with open(path) as f:
-        before = json.load(f)
-    kept = dict(before.get("benchmarks", {}).get("matching", {}).get("rows", {}))
-    rows = {**{name: row for name, row in kept.items() if name not in summary["rows"]}, **summary["rows"]}
-    rounds = sorted({row["round"] for row in summary["rows"].values() if "round" in row})
-    said = f"rounds {', '.join(map(str, rounds))} measured now ({note})" if note else f"rounds {', '.join(map(str, rounds))} measured now"
-    return _rates(rows), f"{said}; the other rows kept from: {before.get('note', '')}"
+    matching results document ``before`` (:func:`leaklab_lab.results.load_results`), whose other
+    rows are kept; the note says which were kept."""
+    kept = before.get("benchmarks", {}).get("matching", {}).get("rows", {})
+    rounds = ", ".join(map(str, sorted({row["round"] for row in summary["rows"].values() if "round" in row})))
+    said = f"rounds {rounds} measured now" + (f" ({note})" if note else "")
+    return _rates({**kept, **summary["rows"]}), f"{said}; the other rows kept from: {before.get('note', '')}"
 
 
 def _isolated(name: str, device: str) -> Report | None:

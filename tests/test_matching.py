@@ -104,24 +104,28 @@ def test_each_round_is_kept_as_first_measured_from_the_files_history(tmp_path, m
 
 
 def test_a_run_of_some_rounds_replaces_their_rows_and_keeps_the_others(tmp_path):
-    import json
+    import argparse
+    import subprocess
+    import sys
+
+    import pytest
 
     from leaklab_lab.cli import _rounds
     from leaklab_lab.matching import merged_rows
 
-    earlier = _rates({"a": _row("f", [["e1", "f", 0.9]], "e1", 1), "b": _row("f", [], None, 2)})
-    path = tmp_path / "matching.json"
-    path.write_text(json.dumps({"note": "the first run", "benchmarks": {"matching": earlier}}))
+    earlier = {"note": "the first run", "benchmarks": {"matching": _rates({"a": _row("f", [["e1", "f", 0.9]], "e1", 1),
+                                                                           "b": _row("f", [], None, 2)})}}
     now = _rates({"b": _row("f", [["e2", "f", 0.9]], None, 2), "c": _row("g", [], None, 2)})
-    merged, note = merged_rows(str(path), now, "today")
+    merged, note = merged_rows(earlier, now, "today")
     assert sorted(merged["rows"]) == ["a", "b", "c"] and merged["rows"]["b"]["suggested"] == [["e2", "f", 0.9]]
     assert merged["rounds"]["1"]["counted"] == 1 and merged["rounds"]["2"]["counted"] == 2
     assert note.startswith("rounds 2 measured now (today)") and "the first run" in note
     assert _rounds("12") == {12} and _rounds("3, 12") == {3, 12}
     for bad in ("x", "0", ""):
-        try:
+        with pytest.raises(argparse.ArgumentTypeError, match="rounds are numbers"):
             _rounds(bad)
-        except Exception as exc:  # noqa: BLE001 - argparse's error type
-            assert "rounds are numbers" in str(exc)
-        else:
-            raise AssertionError(f"{bad!r} was taken")
+    truncated = tmp_path / "matching.json"
+    truncated.write_text('{"format": ')
+    done = subprocess.run([sys.executable, "-m", "leaklab", "bench", "--device", "cpu", "--matching", "--rounds", "12",
+                           "--results", str(truncated)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "not valid JSON" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
