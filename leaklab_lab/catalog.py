@@ -693,7 +693,38 @@ def _time_to_verdict(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
 STAGES = ("build", "warm-up", "measured", "confirmation", "long pass", "naming", "attribution", "release")
 
 
+# What the pages are generated from, under the root rendered (and under ROOT: the held-out steps
+# and the real-model corpus are read from the checkout's own copy).
+INPUTS = ("cases", "fixes", "results", "real_models", "docs/curves", "tests/data")
+_RENDERED: dict[tuple[Any, ...], tuple[str, str, str, dict[str, str]]] = {}
+
+
+def _inputs_stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every input file's path, modification time and size: the same stamp, the same pages."""
+    stamp = []
+    for top in dict.fromkeys([root, ROOT]):
+        for folder in INPUTS:
+            for path in sorted((top / folder).rglob("*")):
+                if path.is_file():
+                    found = path.stat()
+                    stamp.append((str(path), found.st_mtime_ns, found.st_size))
+    return tuple(stamp)
+
+
 def _pages(root: Path, strict: bool) -> tuple[str, str, str, dict[str, str]]:
+    """CATALOG.md's text, docs/harness.md's, the entries' signatures and each entry's own page
+    (by slug), rendered once per state of their inputs: the stale checks, the tests and
+    ``leaklab catalog`` of one process share a rendering (about 3 s here) until an input changes."""
+    key = (root.resolve(), strict, _inputs_stamp(root))
+    if key not in _RENDERED:
+        if len(_RENDERED) >= 4:  # a few states kept (the checkout's, a test's copies), the oldest dropped
+            del _RENDERED[next(iter(_RENDERED))]
+        _RENDERED[key] = _render_pages(root, strict)
+    catalog, harness, signatures, own_pages = _RENDERED[key]
+    return catalog, harness, signatures, dict(own_pages)
+
+
+def _render_pages(root: Path, strict: bool) -> tuple[str, str, str, dict[str, str]]:
     """CATALOG.md's text, docs/harness.md's, the entries' signatures and each entry's own page
     (by slug), from one reading of the cases and results."""
     from leaklab_lab.matching import catalog_signatures

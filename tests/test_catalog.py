@@ -75,6 +75,23 @@ def test_a_hand_edit_of_either_generated_page_is_found_stale(tmp_path):
     assert stale(tmp_path) == [catalog, harness]
 
 
+def test_an_edited_input_is_rendered_again(tmp_path):
+    """The pages are rendered once per state of their inputs: an edited case, fix or results file
+    is a new state, never answered from the last rendering."""
+    for name in ("cases", "fixes", "results"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    write_pages(tmp_path)
+    toml = tmp_path / "cases" / "retain_graph.toml"
+    toml.write_text(toml.read_text().replace('title = "', 'title = "Edited: ', 1))
+    page = tmp_path / "docs" / "entries" / "retain_graph.md"
+    assert {tmp_path / "CATALOG.md", page} <= set(stale(tmp_path))
+    write_pages(tmp_path)
+    assert "Edited: " in page.read_text() and stale(tmp_path) == []
+    results = sorted((tmp_path / "results").glob("cpu-torch*.json"))[-1]
+    results.write_text(results.read_text().replace('"python": "', '"python": "x', 1))
+    assert stale(tmp_path) != [], "an edited results file renders the environment it names"
+
+
 def test_the_catalog_opens_with_what_a_reader_with_a_symptom_needs():
     text, harness = render(), render_harness()
     top = text[:text.index("## Symptom index")]
