@@ -248,6 +248,16 @@ def _cache(e: Evidence) -> str | None:
     return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None
 
 
+def _optimizer_state(e: Evidence) -> str | None:
+    """An optimizer's own state, keyed by the parameters it was given: it gains an entry for each
+    new parameter (parameters replaced in the model, the optimizer kept), never a cache's."""
+    links = e.links
+    for optimizer, state in zip(links, links[1:], strict=False):
+        if optimizer.kind == "optimizer" and state.name == ".state":
+            return f"a {_short(optimizer)}'s state keeps an entry for every parameter it was given ({optimizer.name or e.root})"
+    return None
+
+
 def _own_name(name: str) -> str:
     """A link's own name: a closure cell's variable, not the function that made it (a step named
     ``train_with_cache`` does not make every variable of it a cache)."""
@@ -263,11 +273,19 @@ def _registry(e: Evidence, kinds: tuple[str, ...]) -> tuple[Link | None, Link] |
             continue
         if _MODULE_TABLES.match(above.name) and not _modules_added(links, i):
             continue
-        kept = next((link for link in links[i + 1:] if link.kind in kinds), None)
-        if kept is not None:
-            return above, kept
+        kept = next((j for j in range(i + 1, len(links)) if links[j].kind in kinds), None)
+        if kept is not None and not (links[kept].kind == "object" and _box_below(links, kept)):
+            return above, links[kept]
     held = e.held
     return (None, held) if held is not None and held.kind in kinds and held.kind != "object" else None
+
+
+def _box_below(links: list[Link], i: int) -> bool:
+    """Whether a list, dict, set or deque below ``links[i]`` holds what grows: that container gains
+    the entries (a logger's handler list is not a registry of handlers because one handler's
+    buffer keeps every record)."""
+    return any(link.kind == "container" and _CONTAINERS.match(link.type) and not _MODULE_TABLES.match(link.name)
+               for link in links[i + 1:-1])
 
 
 def _modules_added(links: list[Link], i: int) -> bool:
@@ -376,7 +394,9 @@ def _exception(e: Evidence) -> str | None:
 
 def _container(e: Evidence) -> str | None:
     held = e.held
-    box = _first(e.links, lambda link: link.kind == "container")
+    # A module's own tables keep its parameters and buffers, not one more every step: where the walk
+    # ends there, the growth is held elsewhere (in C++: autocast's cache, a hook), not by this table.
+    box = _first(e.links, lambda link: link.kind == "container" and not _MODULE_TABLES.match(link.name))
     if held is None or box is None or held.kind not in ("tensor", "container", "value"):
         return None
     return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps every step's {held.type.rsplit('.', 1)[-1]}"
@@ -432,13 +452,16 @@ RULES: tuple[Rule, ...] = (
     Rule(("registered_callbacks",), "hook_dict", _outside, specific=True),
     Rule(("dataloader_workers",), "workers", _workers_iterator, specific=True),
     Rule(("processes",), "workers", _queued_for_process),
+    # A kept exception holds its frames whatever keeps it (a dict of errors by key too): its fix is
+    # the exception's (drop the traceback), not the container's.
+    Rule(("container_keeps_tensors",), "container", _exception, specific=True),
+    Rule(("registry_keeps_objects",), "container", _optimizer_state, specific=True, kept=lambda e: "optimizer"),
     # An lru_cache is the holder whatever it keeps (models as arguments too): its fix is the cache's.
     Rule(("cache_by_argument",), "cache", _lru, specific=True),
     Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer")),
          kept=_kept_by(("module", "optimizer"))),
     Rule(("cache_by_argument",), "cache", _output_history, specific=True),
     Rule(("cache_by_argument",), "cache", _cache),
-    Rule(("container_keeps_tensors",), "container", _exception, specific=True),
     Rule(("autograd_history",), "autograd_history", _saved),
     Rule(("cyclic_garbage",), "garbage", _records_with_cycles, specific=True),
     # What is held, where it is a thread, a file or a mapping, before the objects that hold it.

@@ -365,3 +365,43 @@ def test_a_dict_whose_keys_are_what_grows_is_a_cache_by_argument():
     assert decision.families == ("cache_by_argument",) and "keyed by tuple" in decision.why
     values = _chain(("module global", "m.HISTORY", "dict", "container"), ("grown", "['step 7']", "tuple", "container"))
     assert decide(Evidence(values, "python_objects", frozenset({"python_objects"}))).families == ("container_keeps_tensors",)
+
+
+def test_an_optimizers_state_is_a_registry_of_what_it_was_given_not_a_cache():
+    """Round 11's adam_state_keyed_by_replaced_params: an optimizer kept while the model's
+    parameters are replaced gains a state entry (keyed by the parameter) for each new one; its
+    keys made it a cache by argument, whose fix (a bounded cache) is not this one."""
+    chain = _chain(("closure cell", "make_step.<locals>.opt", "torch.optim.adam.Adam", "optimizer"),
+                   ("attribute", ".state", "collections.defaultdict", "container"),
+                   ("item", "[torch.nn.parameter.Parameter key]", "dict", "container"), ("grown", "['step']", "torch.Tensor", "tensor"))
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("registry_keeps_objects",) and "Adam's state" in decision.why and decision.kept == "optimizer"
+
+
+def test_a_kept_exception_is_its_frames_whatever_container_keeps_it():
+    """Round 5's cached_error_reraised: errors kept in a dict keyed by their arguments hold their
+    tracebacks' frames; the fix is the exception's (drop the traceback), not a cache's bound."""
+    chain = _chain(("module global", "m._UNSUPPORTED", "dict", "container"), ("item", "[tuple key]", "NotImplementedError", "exception"),
+                   ("attribute", ".__traceback__", "traceback", "exception"), TENSOR)
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("container_keeps_tensors",) and decision.rule == "_exception"
+
+
+def test_a_modules_own_parameter_table_names_no_container():
+    """Round 12's autocast_region_caches_fresh_weights (and two more): the walk ended at a module's
+    ``_parameters``, which keeps the module's own parameters, not one more a step; what grows is
+    held where Python cannot see (autocast's cache, a hook), so no family rather than a wrong one."""
+    chain = _chain(("thread frame", "thread 'serve' in serve(): head", "torch.nn.modules.linear.Linear", "module"),
+                   ("attribute", "._parameters", "dict", "container"), ("grown", "['bias']", "torch.nn.parameter.Parameter", "tensor"))
+    assert decide(Evidence(chain, "device_allocated", frozenset({"device_allocated"}))).families == ()
+
+
+def test_a_registry_is_the_container_that_gains_the_entries():
+    """Round 4's log_records_buffered: a logger's handler list keeps one MemoryHandler whose buffer
+    keeps every record; the list that gains entries is the buffer, not the handler list."""
+    chain = _chain(("closure cell", "make_step.<locals>.logger", "logging.Logger", "object"),
+                   ("attribute", ".handlers", "list", "container"), ("item", "[*]", "logging.handlers.MemoryHandler", "object"),
+                   ("attribute", ".buffer", "list", "container"), ("item", "[*]", "logging.LogRecord", "object"),
+                   ("attribute", ".args", "tuple", "container"), TENSOR)
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert ".buffer" in decision.why and "LogRecord" in decision.why, decision.why
