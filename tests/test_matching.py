@@ -97,10 +97,11 @@ def test_each_round_is_kept_as_first_measured_from_the_files_history(tmp_path, m
         (tmp_path / name).write_text(json.dumps({"benchmarks": {"matching": {"rounds": rounds}}}))
         subprocess.run([*git, "add", "-A"], check=True)
         subprocess.run([*git, "commit", "-qm", f"r{first}"], check=True)
-    found = tool.first_measured(name, (2, 3))
+    found = tool.first_measured(name, {2, 3})
     assert sorted(found) == ["2", "3"] and found["2"]["first"] == 3
-    assert sorted(tool.first_measured(name, (3, 3))) == ["3"]  # a round measured before the file's first held-out round is left out
-    assert sorted(tool.first_measured(name, (2, 2))) == ["2"]  # and one measured after rules were fixed on it (a later device's run)
+    assert sorted(tool.first_measured(name, {3})) == ["3"]  # a round measured before the file's first held-out round is left out
+    assert sorted(tool.first_measured(name, {2})) == ["2"]  # and one measured after rules were fixed on it (a later device's run)
+    assert sorted(tool.first_measured(name, {1, 3})) == ["1", "3"]  # the rounds a device measured held out need not be a range
 
 
 def test_a_run_of_some_rounds_replaces_their_rows_and_keeps_the_others(tmp_path):

@@ -14,12 +14,13 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each file and the rounds it first measured while they were still held out (first, last): the H100's
-# first matching run (2026-12-05) came after the rules had been fixed on rounds 1 to 8, and its next
-# (2026-12-06) after rules had been fixed on rounds 10 to 12 as the CPU measured them; the H200 has
-# not measured a round since round 9.
-FILES = {"results/cpu-matching-torch2.14.1.json": (2, 12), "results/h200-matching-torch2.11.0.json": (2, 9),
-         "results/h100-matching-torch2.11.0.json": (9, 9)}
+# Each file and the rounds it first measured while they were still held out: the H100's first
+# matching run (2026-12-05) came after the rules had been fixed on rounds 1 to 8, and its next
+# (2026-12-06) after rules had been fixed on rounds 10 to 12 as the CPU measured them; the H200 did
+# not measure rounds 10 to 12. Round 13 was written after the rules of 2026-12-06 (68320ed).
+FILES = {"results/cpu-matching-torch2.14.1.json": frozenset(range(2, 14)),
+         "results/h200-matching-torch2.11.0.json": frozenset(range(2, 10)) | {13},
+         "results/h100-matching-torch2.11.0.json": frozenset({9, 13})}
 OUT = ROOT / "results" / "held-out" / "rounds.json"
 KEPT = ("counted", "first", "top3", "none_close", "entry_counted", "entry_first", "no_entry_counted", "no_entry_none")
 
@@ -28,7 +29,7 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout
 
 
-def first_measured(name: str, held_out: tuple[int, int]) -> dict[str, dict]:
+def first_measured(name: str, held_out: frozenset[int] | set[int]) -> dict[str, dict]:
     rounds: dict[str, dict] = {}
     for commit in git("log", "--format=%H", "--reverse", "--", name).split():
         try:
@@ -36,7 +37,7 @@ def first_measured(name: str, held_out: tuple[int, int]) -> dict[str, dict]:
         except (subprocess.CalledProcessError, ValueError, KeyError):
             continue
         for number, counts in summary.get("rounds", {}).items():
-            if held_out[0] <= int(number) <= held_out[1] and number not in rounds:  # round 1 was never measured held out
+            if int(number) in held_out and number not in rounds:  # round 1 was never measured held out
                 rounds[number] = {"commit": commit[:7], **{key: counts[key] for key in KEPT}}
     return rounds
 
