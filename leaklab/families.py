@@ -252,9 +252,11 @@ def _optimizer_state(e: Evidence) -> str | None:
     """An optimizer's own state, keyed by the parameters it was given: it gains an entry for each
     new parameter (parameters replaced in the model, the optimizer kept), never a cache's."""
     links = e.links
-    for optimizer, state in zip(links, links[1:], strict=False):
+    for i, (optimizer, state) in enumerate(zip(links, links[1:], strict=False)):
         if optimizer.kind == "optimizer" and state.name == ".state":
-            return f"a {_short(optimizer)}'s state keeps an entry for every parameter it was given ({optimizer.name or e.root})"
+            if any(_CONTAINERS.match(link.type) for link in links[:i]):
+                return None  # a registry keeps the optimizer (a dict of runs): the registry is the holder
+            return f"the {_short(optimizer)}'s state keeps an entry for every parameter it was given ({optimizer.name or e.root})"
     return None
 
 

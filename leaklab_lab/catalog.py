@@ -576,7 +576,8 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "on the CPU; two rules (a dict whose keys grow; a module's own parameter table is no container) were then fixed "
                  "on its misses: no longer held out)",
            "13": "round 13 (written blind to the rules of 2026-12-06 (after round 12's fixes), its answers committed "
-                 "before it was measured)"}
+                 "before it was measured; then the optimizer-state rule was kept to optimizers no registry keeps, which "
+                 "changed two steps' why, not their family or entry)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

@@ -376,6 +376,13 @@ def test_an_optimizers_state_is_a_registry_of_what_it_was_given_not_a_cache():
                    ("item", "[torch.nn.parameter.Parameter key]", "dict", "container"), ("grown", "['step']", "torch.Tensor", "tensor"))
     decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
     assert decision.families == ("registry_keeps_objects",) and "Adam's state" in decision.why and decision.kept == "optimizer"
+    kept = _chain(("closure cell", "make_step.<locals>.runs", "dict", "container"), ("item", "['run 7']", "dict", "container"),
+                  ("item", "['optimizer']", "torch.optim.sgd.SGD", "optimizer"),
+                  ("attribute", ".state", "collections.defaultdict", "container"),
+                  ("item", "[torch.nn.parameter.Parameter key]", "dict", "container"), ("grown", "['step']", "torch.Tensor", "tensor"))
+    decision = decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("registry_keeps_objects",) and "make_step.<locals>.runs" in decision.why, (
+        "where a registry keeps the optimizer (round 13's dict of runs), the registry is named, not the state")
 
 
 def test_a_kept_exception_is_its_frames_whatever_container_keeps_it():
