@@ -72,7 +72,7 @@ class Handle:
 
 def objects_on_rank1(device):
     """Rank 1 keeps a few small objects a step: Python objects alone grow, which the policy watches
-    through a long pass before it calls it growth, so that pass runs on every rank. Four a step,
+    through a long pass before it calls it growth, so that pass runs on every rank. Sixteen a step,
     not one: a one-off fall of a few dozen blocks in the rank's process (once in CI, cause not
     found) is enough to call one object a step bounded; this case tests the pass, not the floor."""
     all_reduce, kept, rank = _summed(device), [], dist.get_rank()
@@ -80,7 +80,7 @@ def objects_on_rank1(device):
     def step():
         all_reduce()
         if rank == 1:
-            kept.extend(Handle() for _ in range(4))  # LEAK: four objects a step, on rank 1 only
+            kept.extend(Handle() for _ in range(16))  # LEAK: sixteen objects a step, on rank 1 only
 
     return step
 
