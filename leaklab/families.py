@@ -26,6 +26,7 @@ class Evidence:
     growing: frozenset[str]       # every resource that grows
     garbage: bool = False         # cyclic garbage every step
     rates: Mapping[str, float] = field(default_factory=dict)   # resource -> log10 of its growth a step
+    collector_off: bool = False   # the program turned the garbage collector off (read uncollected)
 
     @property
     def links(self) -> list[Link]:
@@ -389,6 +390,18 @@ def _collector_keeps(e: Evidence) -> str | None:
     return "the garbage collector's own list (gc.garbage) keeps every cycle it finds" if e.links and e.links[0].name == "gc.garbage" else None
 
 
+# What reference cycles hold: Python's objects, and the tensors and heap behind them.
+_CYCLES_HOLD = frozenset({"python_objects", "host_heap", "cpu_tensors", "device_allocated", "device_reserved"})
+
+
+def _collector_off(e: Evidence) -> str | None:
+    """Growth with the program's garbage collector off and no holder a walk from it can find
+    (what grew is reachable from no root: reference cycles only a collection would free)."""
+    if e.collector_off and not e.links and e.headline in _CYCLES_HOLD:
+        return "the program turned the garbage collector off, and no holder was found: reference cycles it never frees"
+    return None
+
+
 def _exception(e: Evidence) -> str | None:
     link = _first(e.links, lambda link: link.kind == "exception")
     return f"kept exceptions whose frames hold what grows, in {e.root}" if link else None
@@ -448,6 +461,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("dataloader_workers",), "workers", _loader_workers),
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("cyclic_garbage",), "garbage", _collector_keeps, specific=True),
+    Rule(("cyclic_garbage",), "garbage", _collector_off),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _module_hooks, specific=True),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),

@@ -643,6 +643,13 @@ class Probe:
     process holding torch's many objects a full collection may be thousands of steps away, so
     without it a step that makes cyclic garbage would read as a leak. Objects that exist before
     the measured steps are frozen, so each collection scans only what the step made since.
+
+    Except where the program turned the collector off (``gc.disable()``, as some trainers and
+    simulators do for speed): there its reference cycles are never freed, and a collection of ours
+    would hide what the program keeps. The collection still runs (a full one empties the
+    interpreter's free lists, which would otherwise fill for dozens of steps and read as growth),
+    but what it finds unreachable is kept, in :attr:`uncollected`, as the program would keep it
+    (never freed), and :attr:`collector_off` says so.
     """
 
     def __init__(self, device: str, watched: tuple[Any, ...], track_tensors: bool = False) -> None:
@@ -655,6 +662,8 @@ class Probe:
         self.track_tensors = track_tensors  # count CPU tensors even when not watched (attribution needs them)
         self.tensors: LiveTensorBytes | None = None
         self.garbage = Garbage()
+        self.collector_off = False  # a reading found the program's garbage collector turned off
+        self.uncollected: list[Any] = []  # ... and what its collections found unreachable, kept
         self._own_shared = True  # scan our own descriptors until a scan finds none
         # Peaks reset at every reading: the CUDA allocator's own (the CPU tensor counter's resets as it is read).
         self._resets_peak = any(r.resets and not r.tensor_counter for r in self.watched)
@@ -684,6 +693,7 @@ class Probe:
     def __exit__(self, *exc: object) -> None:
         if self.tensors is not None:
             self.tensors.__exit__(None, None, None)
+        self.uncollected.clear()  # garbage again, as the program left it
         gc.unfreeze()
 
     def collect(self) -> Garbage:
@@ -695,6 +705,19 @@ class Probe:
         collection has found garbage: a step that makes reference cycles makes them every step,
         and the one sample that found them first records its objects without their bytes.
         """
+        if not gc.isenabled():
+            self.collector_off = True
+            saved, flags = len(gc.garbage), gc.get_debug()
+            gc.set_debug(flags | gc.DEBUG_SAVEALL)  # found unreachable, appended to gc.garbage, not freed
+            try:
+                gc.collect()
+            finally:
+                gc.set_debug(flags)
+            self.uncollected.extend(gc.garbage[saved:])
+            del gc.garbage[saved:]
+            self.heap_after_collect = host_heap_bytes()
+            self.garbage = Garbage()
+            return self.garbage
         heap = host_heap_bytes() if self._garbage_seen else None
         objects = gc.collect()
         self.heap_after_collect = host_heap_bytes()

@@ -126,6 +126,7 @@ class Report:
     paused: dict[str, list[float]] = field(default_factory=dict)  # per resource read across pauses: its rate, what steps kept
     pass_stopped: str | None = None    # a pass the check added that the step could not run through, and why
     garbage: dict[str, list[int]] = field(default_factory=dict)  # per step: cyclic objects and bytes collected
+    collector_off: bool = False        # the program turned the garbage collector off: read uncollected
     sites: list[Site] = field(default_factory=list)
     history: str | None = None         # growing autograd history, for host-heap leaks
     growth: dict[str, list[str]] = field(default_factory=dict)  # per resource: what grows, named (leaklab.growth)
@@ -363,6 +364,9 @@ class Report:
         garbage = self.cyclic_garbage()
         if garbage:
             rows.append(garbage)
+        if self.collector_off:
+            rows.append("the step turned the garbage collector off (gc.disable()): read without collecting, as the "
+                        "program runs, where its reference cycles are never freed")
         if self.sites:
             rows.append("allocated and still alive at the end:")
             rows.extend(f"  {site}" + (f"\n      {site.code}" if site.code else "") for site in self.sites[:5])
@@ -423,6 +427,7 @@ class Report:
             **({"paused": self.paused} if self.paused else {}),
             **({"pass_stopped": self.pass_stopped} if self.pass_stopped else {}),
             "garbage": self.garbage,
+            **({"collector_off": True} if self.collector_off else {}),
             "median_step_seconds": self.median_step_seconds,
             **({"phase_seconds": self.phase_seconds, "seconds_to_verdict": self.seconds_to_verdict}
                if self.phase_seconds else {}),
@@ -486,7 +491,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
             "median_step_seconds", "seconds_to_verdict")
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "kept_children", "restarts", "confirmed_steps",
-           "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "paused", "pass_stopped", "garbage", "counters", "history",
+           "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "paused", "pass_stopped", "garbage", "collector_off", "counters", "history",
            "growth", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -399,7 +400,7 @@ class _Run:
             filled={"what": verdicts.filled.what, "steps": verdicts.fill_steps, "resources": list(verdicts.fill_settled)}
             if verdicts and verdicts.filled else None,
             paused={name: [rate, kept] for name, rate, kept in verdicts.paused} if verdicts else {},
-            phase_seconds=self.phase_seconds, before_build=self.before)
+            phase_seconds=self.phase_seconds, before_build=self.before, collector_off=self.probe.collector_off)
 
 
 def _records_json(found: Records) -> dict[str, Any]:
@@ -686,6 +687,8 @@ class _Censuses:
         if not self.what:
             return None
         probe.prune()
+        if not gc.isenabled():
+            probe.collect()  # the program's garbage kept, as its collector (turned off) would leave it, not freed by the census's
         try:
             return growth.take(self.what, step, first=first)
         except Exception:  # noqa: BLE001 - a user object that cannot be measured leaves the growth unnamed
@@ -730,7 +733,9 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
     if censuses.cover(what):
         run.found["growth"] = growth.growth(censuses.before, censuses.after, censuses.steps, what)
         run.found["holder"], run.found["holder_missing"] = holders.fields(
-            holders.name_holder(censuses.before, censuses.after, censuses.steps, step))
+            # Garbage the program's collector (turned off) would never free is held by nothing of its.
+            holders.name_holder(censuses.before, censuses.after, censuses.steps, step,
+                                ignore=[probe.uncollected, *probe.uncollected]))
         if "objects" in what and run.found.get("history") is None:
             run.found["history"] = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs,
                                                                 censuses.steps)

@@ -58,10 +58,13 @@ class Signature:
     ranks: int = 1                                           # the ranks checked together (torchrun)
     rule: str | None = None                                  # the specific family rule that decided, if one did
     box: str | None = None                                   # the type of the container nearest what grew
+    collector_off: bool = False                              # the program turned the garbage collector off
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["families"] = list(self.families) if self.families is not None else None
+        if not self.collector_off:
+            del data["collector_off"]  # as signatures were before it was kept
         return data
 
     @classmethod
@@ -69,6 +72,7 @@ class Signature:
         families = data.get("families")
         return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule", "box")},
                    grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")),
+                   collector_off=bool(data.get("collector_off")),
                    families=tuple(families) if families is not None else None, ranks=int(data.get("ranks") or 1))
 
 
@@ -106,7 +110,7 @@ def evidence(report: Any) -> Evidence:
     growing = frozenset(name for name, result in report.resources.items() if result.verdict == report.verdict)
     objects = (report.garbage or {}).get("objects") or []
     garbage = bool(objects) and sorted(objects)[len(objects) // 2] > 0
-    return Evidence(chain, report.resource, growing, garbage, _rates(report, growing))
+    return Evidence(chain, report.resource, growing, garbage, _rates(report, growing), report.collector_off)
 
 
 def _rates(report: Any, growing: frozenset[str]) -> dict[str, float]:
@@ -135,7 +139,8 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     families = None if unmeasured else decision.families
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
-                     decision.why, decision.bounded, decision.kept, ranks, decision.rule, _box(found))
+                     decision.why, decision.bounded, decision.kept, ranks, decision.rule, _box(found),
+                     found.collector_off)
 
 
 def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str | None) -> Signature:
@@ -143,7 +148,8 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
     (a committed signature of a held-out step, matched again against today's catalog)."""
     if holder is None and missing is None:
         return mine
-    found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage, mine.grows)
+    found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage, mine.grows,
+                     mine.collector_off)
     decision = decide(found)
     return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
                    holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found))

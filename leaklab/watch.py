@@ -163,7 +163,8 @@ class Watch:
                     from leaklab import growth, holders
 
                     after = growth.take({"objects"}, first=False)
-                    chain = holders.name_holder(growth.Census(), after, max(1, series.count - 1))
+                    chain = holders.name_holder(growth.Census(), after, max(1, series.count - 1),
+                                                ignore=[probe.uncollected, *probe.uncollected])
                     found["holder"], found["holder_missing"] = holders.fields(chain)
             probe.settle(clear_workspaces=True)
             found["leftover"] = leftover(probe.watched, self._before, probe.sample())

@@ -91,6 +91,19 @@ def test_cyclic_garbage_is_collected_and_reported():
     assert per_step >= 100_000  # each Record holds a 100,000-byte scratch buffer
 
 
+@pytest.mark.end_to_end  # fresh interpreters: each turns its collector off
+@pytest.mark.parametrize(("name", "verdict"), [("collector_off_cycles", "grows"), ("collector_off_no_cycles", "bounded")])
+def test_with_the_collector_off_cycles_grow_and_nothing_else_does(name, verdict):
+    done = subprocess.run([sys.executable, "-m", "leaklab", "check", f"{EDGES}:{name}", "--json", "--quiet"],
+                          capture_output=True, text=True, timeout=240)
+    report = json.loads(done.stdout)
+    assert report["verdict"] == verdict and report["collector_off"] and not report["uncertain"], report["summary"]
+    if verdict == "grows":
+        assert report["resource"] == "host_heap" and "cyclic_garbage" in report["summary"], report["summary"]
+    else:  # not even a rise to watch: read uncollected, the free lists made one of Python's objects
+        assert not report.get("long_pass_steps"), report["summary"]
+
+
 def test_the_budget_applies_from_the_first_warm_up_step():
     started = time.monotonic()
     report = verdicts("big_leak", warmup=60, budget={"cpu_tensors": 256 * 2**20})

@@ -412,3 +412,16 @@ def test_a_registry_is_the_container_that_gains_the_entries():
                    ("attribute", ".args", "tuple", "container"), TENSOR)
     decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
     assert ".buffer" in decision.why and "LogRecord" in decision.why, decision.why
+
+
+def test_growth_nothing_holds_with_the_collector_off_is_cyclic_garbage():
+    """ppo_minibatch_cycles_gc_disabled_by_simulator (round 11), sequence_awaitable_cycle_gc_disabled
+    (round 13): the program turned the collector off, and the walk from what grew found no root.
+    With the collector on, or where a root holds it, the evidence says what it did before."""
+    lost = Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")
+    off = decide(Evidence(lost, "cpu_tensors", frozenset({"cpu_tensors"}), collector_off=True))
+    assert off.families == ("cyclic_garbage",) and "garbage collector off" in off.why
+    assert decide(Evidence(lost, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ()
+    held = decide(Evidence(_chain(ROOT, TENSOR), "cpu_tensors", frozenset({"cpu_tensors"}), collector_off=True))
+    assert held.families == ("container_keeps_tensors",)
+    assert decide(Evidence(lost, "threads", frozenset({"threads"}), collector_off=True)).families != ("cyclic_garbage",)

@@ -2,6 +2,7 @@
 (memory, child processes) is reported, not hidden."""
 
 import ctypes
+import gc
 import multiprocessing
 import subprocess
 import sys
@@ -452,3 +453,44 @@ def test_where_the_verdict_is_about_child_processes_their_owners_are_the_holder(
     # where this process's own objects are the headline, what its census named stands
     watched = (resources.CPU_TENSORS, resources.WORKER_MEMORY)
     assert named({"cpu_tensors": grows, "worker_memory": grows}) == census_chain
+
+
+class _Linked:
+    """A record with a link back to itself: freed only by the garbage collector."""
+
+    def __init__(self, size):
+        self.buffer = torch.zeros(size)
+        self.me = self
+
+
+def _collector_off(make_cycles):
+    def factory(device):
+        gc.disable()  # as a simulator's or trainer's start-up does, for speed
+
+        def step():
+            record = _Linked(4096)  # 16 KiB a step
+            if not make_cycles:
+                record.me = None
+
+        return step
+
+    return factory
+
+
+def test_cycles_a_program_with_its_collector_off_never_frees_grow_and_say_why():
+    """Collected before every reading, as always, the cycles would read bounded; the program never
+    frees them. What the collection finds is kept, as the program keeps it, and the answer says
+    so; the same step without the cycle is bounded (its free lists, which a collection empties,
+    do not read as growth)."""
+    was = gc.isenabled()
+    try:
+        options = RunOptions(steps=12, warmup=3, resources=("cpu_tensors", "python_objects", "host_heap"))
+        leak = run_factory(_collector_off(True), "cpu", options)
+        fix = run_factory(_collector_off(False), "cpu", RunOptions())  # every resource: every reading's free lists
+    finally:
+        if was:
+            gc.enable()
+    assert leak.verdict == GROWS and leak.resource == "cpu_tensors", leak.summary()
+    assert leak.per_step_bytes == 4096 * 4 and leak.collector_off
+    assert "cyclic_garbage" in leak.summary() and "garbage collector off" in leak.summary()
+    assert fix.verdict == BOUNDED and fix.collector_off and not fix.uncertain, fix.summary()

@@ -4,6 +4,7 @@ A fresh module (leaklab loads scripts fresh) gives every factory its own state."
 import collections
 import concurrent.futures
 import functools
+import gc
 import mmap
 import multiprocessing
 import os
@@ -218,6 +219,25 @@ def cyclic_garbage_kept(device):
         loss = model(x).sum()
         loss.backward()
         records.append(Record(loss.item()))
+
+    return step
+
+
+def collector_off_cycles(device):
+    """The twin above with automatic collection turned off, as some trainers do for speed: each
+    dropped record is a cycle the program never frees (run in a fresh process: it changes it)."""
+    gc.disable()
+    return cyclic_garbage(device)
+
+
+def collector_off_no_cycles(device):
+    """Collection turned off, and no cycle made: bounded (the interpreter's free lists, which a
+    collection empties, fill over the first steps and must not read as growth)."""
+    gc.disable()
+    w = torch.randn(64, 64, device=device)
+
+    def step():
+        return (w @ w).sum().item()
 
     return step
 
