@@ -571,13 +571,15 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "10": "round 10 (written blind to the rules fixed on round 9's misses, measured once after them; two rules were "
                  "then fixed on its misses: no longer held out)",
            "11": "round 11 (written blind to the rules fixed on round 10's misses, measured once after them; the hook "
-                 "entry was then kept to torch's own hooks, and an optimizer's state made a registry: no longer held out)",
+                 "entry was then kept to torch's own hooks, an optimizer's state made a registry, and a program's "
+                 "collector, turned off, left off while it is read: no longer held out)",
            "12": "round 12 (written blind to the rules after the holder walk went on past closure cells, measured once "
                  "on the CPU; two rules (a dict whose keys grow; a module's own parameter table is no container) were then fixed "
                  "on its misses: no longer held out)",
            "13": "round 13 (written blind to the rules of 2026-12-06 (after round 12's fixes), its answers committed "
                  "before it was measured; then the optimizer-state rule was kept to optimizers no registry keeps, which "
-                 "changed two steps' why, not their family or entry)"}
+                 "changed two steps' why, not their family or entry, and a program's collector, turned off, was left off "
+                 "while it is read, fixed on one of its misses (sequence_awaitable_cycle_gc_disabled): no longer held out)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
