@@ -174,7 +174,8 @@ class Watch:
         children_left = len([p for p in live_children() if p.pid not in self._children_before])
         report = resemble(Report(device=self.device, steps=max(0, series.count - 1), warmup=self.options.warmup,
                                  name=self.options.name, before_build=self._before,
-                                 stopped_by_budget=self._stopped_by_budget, children_left=children_left, **found),
+                                 stopped_by_budget=self._stopped_by_budget, children_left=children_left,
+                                 collector_off=probe.collector_off, **found),
                           self._ranks.world if self._ranks is not None else 1)
         self.report = report
         if self._ranks is not None:

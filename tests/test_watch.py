@@ -1,5 +1,6 @@
 """``leaklab.watch``: a loop watched in place reports what ``leaklab.check`` reports for the same step."""
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,21 @@ def test_a_watched_loop_names_what_grows_and_the_entry_it_resembles():
     assert w.report.resource == "threads" and w.report.verdict == "grows", w.report.summary()
     assert w.report.resembles and w.report.resembles[0]["slug"] == "threads_never_joined"
     assert "resembles threads_never_joined" in w.report.summary()
+
+
+def test_a_watched_loop_with_its_collector_off_keeps_its_cycles_and_says_so():
+    """As ``leaklab.check`` does (tests/test_runner.py): the program's own collector state is read."""
+    class Linked:
+        def __init__(self):
+            self.buffer = bytearray(64 * 1024)
+            self.me = self
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        report = watched(lambda: Linked())
+    finally:
+        if was:
+            gc.enable()
+    assert report.verdict == "grows" and report.collector_off, report.summary()
+    assert "garbage collector off" in report.summary()
