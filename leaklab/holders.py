@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from leaklab import growth
+from leaklab.attribution import _global_names, reachable_tensors
 from leaklab.chain import (
     FILE_MAPS,
     OUTSIDE,
@@ -210,8 +211,6 @@ def holder_chain(grown: Iterable[Any], named: dict[int, str] | None = None, igno
 def step_seeds(step: Any) -> list[tuple[str, str, Any]]:
     """The roots a step names: its closure's variables (``make_step.<locals>.model``), the
     globals its code names (``module.name``) and, for a bound method, its object."""
-    from leaklab.attribution import _global_names
-
     seeds: list[tuple[str, str, Any]] = []
     owner = getattr(step, "__self__", None)
     fn = getattr(step, "__func__", step)
@@ -253,8 +252,6 @@ def _below(obj: Any) -> list[Any]:
     if isinstance(obj, (types.ModuleType, type, types.CodeType)) or is_own(obj):
         return []
     if isinstance(obj, types.FunctionType):
-        from leaklab.attribution import _global_names
-
         cells = [cell.cell_contents for cell in obj.__closure__ or () if cell_filled(cell)]
         namespace = obj.__globals__
         names = _global_names(obj.__code__)
@@ -478,8 +475,6 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     graph = _growing_graph(before, after, steps)
     if graph is not None and step is not None:
         path, per_step = graph
-        from leaklab.attribution import reachable_tensors
-
         tensor = next((t for p, t in reachable_tensors(step) if p == path), None)
         if tensor is not None:
             found = holder_chain([tensor], named, [*ignore, before, after], seconds=deadline - _clock(), seeds=seeds)
