@@ -579,7 +579,10 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "13": "round 13 (written blind to the rules of 2026-12-06 (after round 12's fixes), its answers committed "
                  "before it was measured; then the optimizer-state rule was kept to optimizers no registry keeps, which "
                  "changed two steps' why, not their family or entry, and a program's collector, turned off, was left off "
-                 "while it is read, fixed on one of its misses (sequence_awaitable_cycle_gc_disabled): no longer held out)"}
+                 "while it is read, fixed on one of its misses (sequence_awaitable_cycle_gc_disabled): no longer held out)",
+           "14": "round 14 (written blind to the rules after the collector-off reading (d4821f8), its answers "
+                 "committed before it was measured; one helper of five was asked for a cyclic_garbage step and given "
+                 "a program with its collector off as an example)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
