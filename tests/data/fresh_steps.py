@@ -12136,12 +12136,6 @@ def pdf_provider_cleanup_registered_at_exit(device):
 
 
 # Round 14, h3.
-def _r143_update(opt, loss):
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-
-
 # https://github.com/HealthML/active-segmentation/pull/142 (closes HealthML/active-segmentation#135)
 # Seen: some Medical Decathlon datasets took a huge amount of memory in training ("fix huge memory
 # consumption of some decathlon datasets"): the dataset kept its per-slice index as Python lists and
@@ -12178,7 +12172,7 @@ def decathlon_slice_dicts_in_workers(device):
     def step():  # one batch of the (long) shuffled epoch over all slices
         images, labels = next(batches)
         loss = nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
-        _r143_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -12223,7 +12217,7 @@ def frame_lru_cache_in_workers(device):
     def step():  # one batch of a long epoch (the run never restarts the iterator)
         rasters, targets = next(batches)
         loss = nn.functional.mse_loss(model(rasters.to(device)), targets.to(device))
-        _r143_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -12250,7 +12244,7 @@ def manager_list_keeps_output_tensors(device):
     def step():  # one step; its outputs are recorded for a later analysis in the shared list
         out = model(x)
         loss = nn.functional.mse_loss(out, y)
-        _r143_update(opt, loss)
+        _update(opt, loss)
         history.append(out.detach().cpu())  # LEAK: the manager's server keeps every tensor it receives
         return {"loss": loss.item()}
 
@@ -12293,7 +12287,7 @@ def validation_threadpool_per_batch(device):
         valid = validator.validate()
         validators.append(validator)
         loss = nn.functional.mse_loss(model(x.to(device)), y.to(device))
-        _r143_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item(), "valid": float(sum(valid))}
 
     return step
@@ -12332,19 +12326,13 @@ def mode_pool_per_iteration(device):
     def step():  # one control iteration: the mode weights, then one weighted fit
         weights = torch.tensor(sensitivities(8), device=device)
         loss = (weights * (model(x) - y) ** 2).mean()
-        _r143_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
 
 
 # Round 14, h4.
-def _r144_update(opt, loss):
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-
-
 # https://github.com/norse/norse/pull/258
 # Seen: norse's SequentialState offers register_forward_state_hooks / remove_forward_state_hooks to watch
 # the states of its stateful (spiking) layers; "Deletes registered hooks in the sequential module upon
@@ -12407,7 +12395,7 @@ def sequential_state_hooks_never_removed(device):
             o, state = model(x[t], state)
             out = out + o
         loss = nn.functional.cross_entropy(out, y)
-        _r144_update(opt, loss)
+        _update(opt, loss)
         model.remove_forward_state_hooks()
         return {"loss": loss.item(), "rate": sum(rates.values()) / max(len(rates), 1)}
 
@@ -12454,7 +12442,7 @@ def grad_stats_hooks_per_register(device):
         x = torch.randn(16, 32, generator=gen).to(device)
         y = torch.randint(0, 4, (16,), generator=gen).to(device)
         loss = nn.functional.cross_entropy(model(x), y)
-        _r144_update(opt, loss)
+        _update(opt, loss)
         return {"loss": loss.item(), "grad_norm": sum(stats.norms.values()) / max(len(stats.norms), 1)}
 
     return step
@@ -12514,7 +12502,7 @@ def slide_handles_opened_per_epoch(device):
         fit_ds, val_ds = _r144_TiledSlideDataset(paths[0]), _r144_TiledSlideDataset(paths[1])
         x, y = next(iter(torch.utils.data.DataLoader(fit_ds, batch_size=8, shuffle=False)))
         loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
-        _r144_update(opt, loss)
+        _update(opt, loss)
         with torch.no_grad():
             vx, vy = next(iter(torch.utils.data.DataLoader(val_ds, batch_size=8)))
             val = nn.functional.cross_entropy(model(vx.to(device)), vy.to(device))
@@ -12619,7 +12607,7 @@ def annotated_logger_per_call(device):
     @_r144_annotate_logs
     def train_batch(logger, x, y):
         loss = nn.functional.mse_loss(model(x).squeeze(1), y)
-        _r144_update(opt, loss)
+        _update(opt, loss)
         logger.debug("trained batch, loss=%.4f", loss.item())
         return loss.item()
 
@@ -12687,9 +12675,7 @@ def ffi_map_get_error_cycle_gc_disabled(device):
         hidden = model[1](model[0](x))
         logits = model[2](hidden)
         loss = loss_fn(logits, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -12719,9 +12705,7 @@ def peer_ema_scores_keep_graph(device):
         weights = logits.softmax(dim=1)  # how much each peer contributes to each example
         pred = head(x) * weights.max(dim=1, keepdim=True).values
         loss = nn.functional.mse_loss(pred, target)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         scores = logits.sigmoid().mean(dim=0)  # each peer's score on this batch
         state["ema_scores"] = 0.95 * state["ema_scores"] + 0.05 * scores  # LEAK: keeps this step's scoring graph
         return {"loss": loss.item(), "top_score": state["ema_scores"].max().item()}
@@ -12767,9 +12751,7 @@ def densenet_outputs_saved_in_class_list(device):
         x = torch.randn(16, 3, 16, 16, generator=gen).to(device)
         y = torch.randint(0, 10, (16,), generator=gen).to(device)
         loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
@@ -12812,9 +12794,7 @@ def identity_saved_tensor_hooks_in_checkpoint(device):
         x = torch.randn(64, 32, generator=gen).to(device)
         y = torch.randn(64, 8, generator=gen).to(device)
         loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _update(opt, loss)
         return {"loss": loss.item()}
 
     return step
