@@ -105,11 +105,14 @@ def _fd_targets() -> dict[int, str]:
     return found
 
 
-def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = True) -> Census:
+def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = True,
+         collect: Callable[[], Any] = gc.collect) -> Census:
     """A census of ``what`` (see :func:`kinds`); only what it names is read. ``step``: the step
     whose reachable containers and autograd graphs are measured (for ``objects``), in one walk.
     The walk makes Python wrappers of autograd nodes, which must not count as the step's: the
-    ``first`` census walks before counting the types, the second after."""
+    ``first`` census walks before counting the types, the second after. ``collect``: the garbage
+    collection before the types are counted (a check's :meth:`leaklab.measure.Probe.collect`,
+    which keeps what a program with its collector off would keep)."""
     census = Census()
     if "objects" in what:
         def walk() -> None:
@@ -129,7 +132,7 @@ def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = Tr
 
         if first:
             walk()
-        gc.collect()
+        collect()
         for obj in gc.get_objects():  # the frozen baseline is not listed: only what came since
             census.types[_type_name(obj)] += 1
         if not first:

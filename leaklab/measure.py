@@ -696,6 +696,11 @@ class Probe:
         self.uncollected.clear()  # garbage again, as the program left it
         gc.unfreeze()
 
+    def kept_garbage(self) -> list[Any]:
+        """What a holder walk must never follow: the garbage kept for a program whose collector is
+        off (held by nothing of the program's), and the list that keeps it."""
+        return [self.uncollected, *self.uncollected]
+
     def collect(self) -> Garbage:
         """Run the garbage collector and say what it freed; the heap after it is kept for the
         reading that follows.

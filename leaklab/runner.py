@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -687,10 +686,8 @@ class _Censuses:
         if not self.what:
             return None
         probe.prune()
-        if not gc.isenabled():
-            probe.collect()  # the program's garbage kept, as its collector (turned off) would leave it, not freed by the census's
         try:
-            return growth.take(self.what, step, first=first)
+            return growth.take(self.what, step, first=first, collect=probe.collect)
         except Exception:  # noqa: BLE001 - a user object that cannot be measured leaves the growth unnamed
             return None
 
@@ -733,9 +730,7 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
     if censuses.cover(what):
         run.found["growth"] = growth.growth(censuses.before, censuses.after, censuses.steps, what)
         run.found["holder"], run.found["holder_missing"] = holders.fields(
-            # Garbage the program's collector (turned off) would never free is held by nothing of its.
-            holders.name_holder(censuses.before, censuses.after, censuses.steps, step,
-                                ignore=[probe.uncollected, *probe.uncollected]))
+            holders.name_holder(censuses.before, censuses.after, censuses.steps, step, ignore=probe.kept_garbage()))
         if "objects" in what and run.found.get("history") is None:
             run.found["history"] = attribution.autograd_history(censuses.after.graphs, censuses.before.graphs,
                                                                 censuses.steps)

@@ -162,9 +162,9 @@ class Watch:
                     # what holds it, while the collector lists only what came since
                     from leaklab import growth, holders
 
-                    after = growth.take({"objects"}, first=False)
+                    after = growth.take({"objects"}, first=False, collect=probe.collect)
                     chain = holders.name_holder(growth.Census(), after, max(1, series.count - 1),
-                                                ignore=[probe.uncollected, *probe.uncollected])
+                                                ignore=probe.kept_garbage())
                     found["holder"], found["holder_missing"] = holders.fields(chain)
             probe.settle(clear_workspaces=True)
             found["leftover"] = leftover(probe.watched, self._before, probe.sample())
