@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.distributed, pytest.mark.end_to_end]
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = "tests/data/rank_steps.py"
-SHORT = ["--steps", "6", "--warmup", "2", "--quiet", "--resource", "cpu_tensors,python_objects"]
+FEW_STEPS = ["--steps", "6", "--warmup", "2", "--quiet"]
+SHORT = [*FEW_STEPS, "--resource", "cpu_tensors,python_objects"]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "leaklab", "check"]
 LEAKLAB = [sys.executable, "-m", "leaklab", "check", "--nproc", "2"]
 
@@ -91,8 +92,7 @@ def test_a_long_pass_for_one_ranks_series_runs_on_every_rank():
     runs its steps, and may end it early only where rank 1 may (the step's all_reduce waits else)."""
     target = f"{STEPS}:objects_on_rank1"
     # Python objects alone: the tensor counter, paused for a long pass, is not in play.
-    only_objects = [*SHORT[:-1], "python_objects"]
-    done = run([*LEAKLAB, target, *only_objects, "--json", "--timeout", "5"])
+    done = run([*LEAKLAB, target, *FEW_STEPS, "--resource", "python_objects", "--json", "--timeout", "5"])
     assert done.returncode == EXIT_LEAK, (done.stderr[-2000:], _series(done.stdout, "python_objects"))
     data = json.loads(done.stdout)
     zero, one = data["ranks"]
