@@ -25,7 +25,7 @@ from typing import Any
 from leaklab.report import Report
 from leaklab.resources import BY_NAME as RESOURCES
 from leaklab.verdict import GROWS, PLATEAU, RAISES, format_bytes
-from leaklab_lab import fresh_clone, models, versions
+from leaklab_lab import fresh_clone, models, suite_floor, versions
 from leaklab_lab.cases import ROOT, SYMPTOMS, Case, discover, families
 from leaklab_lab.figures import FIGURE_SOURCES, NOT_MEASURED, FigureError, Figures, one_line
 from leaklab_lab.results import case_of, case_runs, load_results, role_of
@@ -399,6 +399,7 @@ def _suite_measured(cases: list[Case], results: list[tuple[str, dict[str, Any]]]
     out += _flake_gates(root)
     out += _suite_logs(root)
     out += fresh_clone.render(root)
+    out += suite_floor.render(root)
     out += ["- **Same verdicts on every run**: second passes over the catalog, compared with `leaklab compare`, are in "
             "[docs/reports.md](docs/reports.md).", ""]
     return out

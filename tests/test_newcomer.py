@@ -269,3 +269,43 @@ def test_the_fresh_clone_says_whether_the_test_command_met_its_target_and_carrie
     run["note"] = "a slower machine than usual"
     (folder / "cpu-torch2.14.1.json").write_text(json.dumps(run))
     assert fresh_clone.render(tmp_path)[1].endswith("; the test command past its 45 s target (a slower machine than usual)")
+
+
+def _floor_run(idle: bool, case_seconds: float) -> dict:
+    script = {"case": "feature_list", "script": "leak/feature_list", "seconds": 2.0, "cpu_seconds": 2.5,
+              "step_seconds": 0.5, "isolated": False}
+    return {"commit": "abc1234", "date": "2026-12-06T20:28Z", "machine": {"cpu": "AMD EPYC", "cores": 2, "python": "3.11.7"},
+            "torch": "2.14.1+cu130", "load_before": [0.1 if idle else 3.2, 0.1, 0.1], "load_after": [1.0, 1.0, 1.0],
+            "idle": idle, "import_seconds": {"torch": 2.1, "torch and torch._dynamo": 3.7},
+            "case_scripts": [script, {**script, "script": "fix/feature_list", "seconds": 1.0, "isolated": True}],
+            "suite_runs": [_suite_run(0, case_seconds), _suite_run(0, case_seconds + 3.0), _suite_run(1, 10.0)]}
+
+
+def _suite_run(exit_code: int, case_seconds: float) -> dict:
+    return {"command": "python3 -m pytest -n 2", "exit": exit_code, "seconds": 90.0, "last_line": "9 passed in 88s",
+            "workers": {"gw0": {"tests": 5, "first_test_at": 6.0, "busy": 80.0, "busy_running_cases": case_seconds},
+                        "gw1": {"tests": 4, "first_test_at": 5.0, "busy": 79.0, "busy_running_cases": 30.0}}}
+
+
+def test_what_sets_the_suites_pace_is_rendered_from_its_file_with_the_least_the_test_command_can_take(tmp_path):
+    from leaklab_lab import suite_floor
+
+    assert suite_floor.render(tmp_path) == []
+    folder = tmp_path / suite_floor.FOLDER
+    folder.mkdir(parents=True)
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_floor_run(idle=False, case_seconds=43.6)))
+    head, where, imports, scripts, suite, second, failed, least = suite_floor.render(tmp_path)
+    assert "busy (load 3.20 at the start on 2 cores)" in where and "commit abc1234" in where
+    assert "(2.1 s, the median of three fresh interpreters)" in imports and "(3.7 s for both)" in imports
+    assert ("The 2 case scripts `leaklab run` runs by default, one after another in one process with one torch thread: "
+            "3.0 s wall, 5.0 s of CPU") in scripts and "took 1.0 s; the rest is the check" in scripts
+    assert "`feature_list` leak 2.0 s (steps 0.5 s), `feature_list` fix 1.0 s (steps 0.5 s, a fresh interpreter)" in scripts
+    assert suite.startswith("    - `python3 -m pytest -n 2`, run 1: 90.0 s wall (exit 0, '9 passed in 88s')")
+    assert "the first test started at 6.0 s; gw0 busy 80.0 s, 43.6 s of it in tests that run case scripts" in suite
+    assert "run 2:" in second and "46.6 s of it" in second and "run 3:" in failed and "(exit 1," in failed
+    # The least of the runs that passed: a failed run, however short its case tests, sets no floor.
+    assert least.endswith("(run 1, the least of 2 that passed): the workers' start-up 6.0 s + the busier worker's tests "
+                          "that run case scripts 43.6 s = 49.6 s, over the suite's 45 s target.")
+    (folder / "cpu-torch2.14.1.json").write_text(json.dumps(_floor_run(idle=True, case_seconds=38.0)))
+    assert suite_floor.render(tmp_path)[-1].endswith("= 44.0 s, within the suite's 45 s target.")
+    assert "idle (load 0.10 on 2 cores at the start)" in suite_floor.render(tmp_path)[1]

@@ -28,6 +28,7 @@ def pytest_runtest_makereport(item: Any, call: Any) -> None:
     if call.when != "teardown" or not folder:
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(folder).mkdir(parents=True, exist_ok=True)  # a folder not made yet crashed every worker
     with open(Path(folder) / f"timeline-{worker}.jsonl", "a") as out:
         out.write(json.dumps([item.nodeid, getattr(item, _STARTED, call.start), time.time()]) + "\n")
 
