@@ -51,15 +51,17 @@ def _entry(root: Path, name: str, run: dict[str, Any]) -> list[str]:
         lines.append(f"    - `{suite['command']}`, run {number}: {suite['seconds']:.1f} s wall (exit {suite['exit']}, "
                      f"{suite['last_line']!r}); the first test started at {start:.1f} s; {busy}.")
         if suite["exit"] == 0:
-            least.append((start + cases, start, cases, number))
+            other = max(figures["busy"] - figures["busy_running_cases"] for figures in workers.values())
+            least.append((start + cases, start, cases, number, other))
     if least:
-        floor, start, cases, number = min(least)
+        floor, start, cases, number, other = min(least)
         verdict = "over" if floor > SUITE_TARGET_SECONDS else "within"
         lines.append(
             f"    - The least the test command can take here while it runs the catalog's cases as it does now, with "
             f"every other test left out (run {number}, the least of {len(least)} that passed): the workers' start-up "
             f"{start:.1f} s + the busier worker's tests that run case scripts {cases:.1f} s = {floor:.1f} s, {verdict} "
-            f"the suite's {SUITE_TARGET_SECONDS} s target.")
+            f"the suite's {SUITE_TARGET_SECONDS} s target; the other tests took up to {other:.1f} s more of one "
+            "worker's time in that run.")
     return lines
 
 
