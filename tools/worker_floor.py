@@ -6,7 +6,12 @@ again here with the default settings, and each one's worker_memory rate is kept 
 (leaklab/resources.py) and beside the rates of the catalog's bounded runs that read workers
 (results/cpu-torch2.14.1.json). Written to results/worker-floor/cpu-torch<version>.json.
 
-usage: python3 tools/worker_floor.py
+With ``--steps N`` (N measured steps instead of the default), the same held-out leaks and the
+catalog's scripts whose workers' memory stays under the floor (the bounded runs above that read
+workers) are checked with that many steps, each one's worker_memory rate and readings kept, to
+see whether a longer series tells them apart: results/worker-floor/cpu-torch<version>-steps<N>.json.
+
+usage: python3 tools/worker_floor.py [--steps N]
 """
 
 import json
@@ -22,7 +27,45 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = "tests/data/fresh_steps.py"
 
 
+def _worker_memory(target: str, steps: int | None) -> dict:
+    """The default check of ``target`` (with ``steps`` measured steps, if given): its verdict and
+    worker_memory's verdict, rate, scatter and readings."""
+    command = [sys.executable, "-m", "leaklab", "check", target, "--json", "--quiet"]
+    if steps:
+        command += ["--steps", str(steps)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    report = json.loads(done.stdout)
+    if "worker_memory" not in (report.get("resources") or {}):  # the step failed before a series was read
+        return {"verdict": report["verdict"], "error": report.get("error")}
+    worker = report["resources"]["worker_memory"]
+    return {"verdict": report["verdict"], "worker_memory": worker["verdict"], "per_step_bytes": worker["per_step_bytes"],
+            "scatter_bytes": worker["scatter_bytes"], "readings": len(worker["samples"]),
+            "rise_bytes": worker["samples"][-1] - worker["samples"][0]}
+
+
+def longer(steps: int) -> None:
+    """Held-out worker leaks called bounded and the catalog's bounded worker runs, ``steps`` steps each."""
+    floor = json.loads((ROOT / "results/worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}.json").read_text())
+    targets = {name: f"{STEPS}:{name}" for name in floor["held_out_leaks_called_bounded"]}
+    for name, run in floor["catalog_runs"].items():
+        if run["worker_memory"] == "bounded":
+            slug, role, *stem = name.split("/", 1)[1].split(":")
+            targets[name] = f"{'cases' if role == 'leak' else 'fixes'}/{stem[0] if stem else slug}.py"
+    found = {}
+    for name, target in targets.items():
+        found[name] = {"held_out_leak": name in floor["held_out_leaks_called_bounded"], **_worker_memory(target, steps)}
+        print(name, found[name], flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    out = ROOT / "results" / "worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}-steps{steps}.json"
+    out.write_text(json.dumps({"commit": commit, "torch": torch.__version__, "steps": steps,
+                               "floor_bytes_per_step": known.get("worker_memory").floor, "runs": found}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
 def main() -> None:
+    if "--steps" in sys.argv:
+        longer(int(sys.argv[sys.argv.index("--steps") + 1]))
+        return
     rows = json.loads((ROOT / "results/cpu-matching-torch2.14.1.json").read_text())["benchmarks"]["matching"]["rows"]
     missed = sorted(name for name, row in rows.items()
                     if row["family"] == "dataloader_workers" and row.get("verdict") != "grows")
