@@ -10,8 +10,12 @@ With ``--steps N`` (N measured steps instead of the default), the same held-out 
 catalog's scripts whose workers' memory stays under the floor (the bounded runs above that read
 workers) are checked with that many steps, each one's worker_memory rate and readings kept, to
 see whether a longer series tells them apart: results/worker-floor/cpu-torch<version>-steps<N>.json.
+With ``--only-workers`` as well, worker_memory is the only resource watched (``--resource
+worker_memory``), to see how much of a bounded run's rise the other readings in this process make
+(each write of this process to a page it still shares with a forked worker makes that page the
+worker's own): ...-steps<N>-worker_memory-only.json.
 
-usage: python3 tools/worker_floor.py [--steps N]
+usage: python3 tools/worker_floor.py [--steps N [--only-workers]]
 """
 
 import json
@@ -27,12 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = "tests/data/fresh_steps.py"
 
 
-def _worker_memory(target: str, steps: int | None) -> dict:
+def _worker_memory(target: str, steps: int | None, only_workers: bool = False) -> dict:
     """The default check of ``target`` (with ``steps`` measured steps, if given): its verdict and
     worker_memory's verdict, rate, scatter and readings."""
     command = [sys.executable, "-m", "leaklab", "check", target, "--json", "--quiet"]
     if steps:
         command += ["--steps", str(steps)]
+    if only_workers:
+        command += ["--resource", "worker_memory"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     report = json.loads(done.stdout)
     if "worker_memory" not in (report.get("resources") or {}):  # the step failed before a series was read
@@ -43,7 +49,7 @@ def _worker_memory(target: str, steps: int | None) -> dict:
             "rise_bytes": worker["samples"][-1] - worker["samples"][0]}
 
 
-def longer(steps: int) -> None:
+def longer(steps: int, only_workers: bool) -> None:
     """Held-out worker leaks called bounded and the catalog's bounded worker runs, ``steps`` steps each."""
     floor = json.loads((ROOT / "results/worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}.json").read_text())
     targets = {name: f"{STEPS}:{name}" for name in floor["held_out_leaks_called_bounded"]}
@@ -53,18 +59,19 @@ def longer(steps: int) -> None:
             targets[name] = f"{'cases' if role == 'leak' else 'fixes'}/{stem[0] if stem else slug}.py"
     found = {}
     for name, target in targets.items():
-        found[name] = {"held_out_leak": name in floor["held_out_leaks_called_bounded"], **_worker_memory(target, steps)}
+        found[name] = {"held_out_leak": name in floor["held_out_leaks_called_bounded"], **_worker_memory(target, steps, only_workers)}
         print(name, found[name], flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out = ROOT / "results" / "worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}-steps{steps}.json"
+    out = ROOT / "results" / "worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}-steps{steps}{'-worker_memory-only' if only_workers else ''}.json"
     out.write_text(json.dumps({"commit": commit, "torch": torch.__version__, "steps": steps,
+                               "resources": ["worker_memory"] if only_workers else "all (the default)",
                                "floor_bytes_per_step": known.get("worker_memory").floor, "runs": found}, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 
 
 def main() -> None:
     if "--steps" in sys.argv:
-        longer(int(sys.argv[sys.argv.index("--steps") + 1]))
+        longer(int(sys.argv[sys.argv.index("--steps") + 1]), "--only-workers" in sys.argv)
         return
     rows = json.loads((ROOT / "results/cpu-matching-torch2.14.1.json").read_text())["benchmarks"]["matching"]["rows"]
     missed = sorted(name for name, row in rows.items()
