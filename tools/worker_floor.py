@@ -15,7 +15,11 @@ worker_memory``), to see how much of a bounded run's rise the other readings in 
 (each write of this process to a page it still shares with a forked worker makes that page the
 worker's own): ...-steps<N>-worker_memory-only.json.
 
-usage: python3 tools/worker_floor.py [--steps N [--only-workers]]
+With ``--repeat K``, each target is checked K times and every check is kept (``checks``): one
+check per target showed a separation that a repeat did not hold (a bounded run's workers rise at
+very different rates from one run to the next): ...-repeat<K>.json.
+
+usage: python3 tools/worker_floor.py [--steps N [--only-workers] [--repeat K]]
 """
 
 import json
@@ -49,7 +53,7 @@ def _worker_memory(target: str, steps: int | None, only_workers: bool = False) -
             "rise_bytes": worker["samples"][-1] - worker["samples"][0]}
 
 
-def longer(steps: int, only_workers: bool) -> None:
+def longer(steps: int, only_workers: bool, repeat: int = 1) -> None:
     """Held-out worker leaks called bounded and the catalog's bounded worker runs, ``steps`` steps each."""
     floor = json.loads((ROOT / "results/worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}.json").read_text())
     targets = {name: f"{STEPS}:{name}" for name in floor["held_out_leaks_called_bounded"]}
@@ -59,11 +63,15 @@ def longer(steps: int, only_workers: bool) -> None:
             targets[name] = f"{'cases' if role == 'leak' else 'fixes'}/{stem[0] if stem else slug}.py"
     found = {}
     for name, target in targets.items():
-        found[name] = {"held_out_leak": name in floor["held_out_leaks_called_bounded"], **_worker_memory(target, steps, only_workers)}
+        leak = name in floor["held_out_leaks_called_bounded"]
+        if repeat > 1:
+            found[name] = {"held_out_leak": leak, "checks": [_worker_memory(target, steps, only_workers) for _ in range(repeat)]}
+        else:
+            found[name] = {"held_out_leak": leak, **_worker_memory(target, steps, only_workers)}
         print(name, found[name], flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out = ROOT / "results" / "worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}-steps{steps}{'-worker_memory-only' if only_workers else ''}.json"
-    out.write_text(json.dumps({"commit": commit, "torch": torch.__version__, "steps": steps,
+    out = ROOT / "results" / "worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}-steps{steps}{'-worker_memory-only' if only_workers else ''}{f'-repeat{repeat}' if repeat > 1 else ''}.json"
+    out.write_text(json.dumps({"commit": commit, "torch": torch.__version__, "steps": steps, "repeat": repeat,
                                "resources": ["worker_memory"] if only_workers else "all (the default)",
                                "floor_bytes_per_step": known.get("worker_memory").floor, "runs": found}, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
@@ -71,7 +79,8 @@ def longer(steps: int, only_workers: bool) -> None:
 
 def main() -> None:
     if "--steps" in sys.argv:
-        longer(int(sys.argv[sys.argv.index("--steps") + 1]), "--only-workers" in sys.argv)
+        repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 1
+        longer(int(sys.argv[sys.argv.index("--steps") + 1]), "--only-workers" in sys.argv, repeat)
         return
     rows = json.loads((ROOT / "results/cpu-matching-torch2.14.1.json").read_text())["benchmarks"]["matching"]["rows"]
     missed = sorted(name for name, row in rows.items()
