@@ -16,7 +16,7 @@ FOLDER = Path("results") / "suite-floor"
 SLOWEST_SHOWN = 4
 
 
-def _entry(root: Path, name: str, run: dict[str, Any]) -> list[str]:
+def _entry(name: str, run: dict[str, Any]) -> list[str]:
     machine = run["machine"]
     load = (f"idle (load {run['load_before'][0]:.2f} on {machine['cores']} cores at the start)" if run["idle"] else
             f"busy (load {run['load_before'][0]:.2f} at the start on {machine['cores']} cores)")
@@ -68,7 +68,7 @@ def _entry(root: Path, name: str, run: dict[str, Any]) -> list[str]:
 def render(root: Path) -> list[str]:
     """The lines for docs/harness.md: none where nothing was measured."""
     entries = [line for path in sorted((root / FOLDER).glob("*.json"))
-               for line in _entry(root, path.name, json.loads(path.read_text()))]
+               for line in _entry(path.name, json.loads(path.read_text()))]
     if not entries:
         return []
     return ["- **What sets the pace of the README's two commands on the CPU machine** (`tools/suite_floor.py`):", *entries]

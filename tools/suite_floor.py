@@ -1,6 +1,6 @@
 """Issues 27 and 31: what sets the pace of the README's two commands on this CPU machine, and the
-least time they can take here while they run what they run (the catalog's cases, every step and
-every reading), measured, not estimated.
+least time the test command can take here while it runs the catalog's cases as it does now,
+measured, not estimated.
 
     python3 tools/suite_floor.py [--out results/suite-floor/cpu-torch<version>.json] [--note TEXT]
 
@@ -17,8 +17,11 @@ Three measurements, one after another on this machine:
    from run to run on this machine), with ``tools/pytest_timeline.py``: its wall time, each
    worker's busy time, and the part of it spent in tests that run case scripts.
 
-The floor of each command is the CPU time of the case runs it makes, spread over the cores, plus
-the start-up each worker pays: no schedule of that work on this many cores is shorter.
+The least time of the test command (leaklab_lab/suite_floor.py renders it) is, in the run where
+it is smallest, the workers' start-up plus the busier worker's time in tests that run case scripts:
+the command with every other test left out, the case tests spread as they were. CPU seconds are no
+floor here: the case runs' CPU time counts threads that spin while they wait (a fresh
+interpreter's, a DataLoader's), which yield under load.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import json, resource, sys, time, warnings
 warnings.filterwarnings("ignore")
 import torch, torch._dynamo  # paid once per worker, measured apart
 torch.set_num_threads(1)
-from leaklab_lab.cases import discover, run_case
+from leaklab_lab.cases import discover, isolated, run_case
 
 def cpu():
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -59,22 +62,13 @@ for case in discover():
             rows.append({"case": case.slug, "script": f"{role}/{script.stem}",
                          "seconds": round(time.perf_counter() - wall, 3), "cpu_seconds": round(cpu() - used, 3),
                          "step_seconds": round(sum(report.get("step_seconds") or []), 3),
-                         "isolated": bool(case.meta.get("isolate"))})
+                         "isolated": isolated(case, script)})
 json.dump(rows, sys.stdout)
 """
 
 
 def _load() -> list[float]:
     return [round(value, 2) for value in os.getloadavg()]
-
-
-def _cpu_name() -> str:
-    """The CPU's model, as tools/fresh_clone_timing.sh names it (``AMD EPYC``)."""
-    try:
-        line = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.machine()
-    return " ".join(line.split(":", 1)[1].split()[:2])
 
 
 def _import_seconds(statement: str, times: int = 3) -> float:
@@ -114,6 +108,9 @@ def _suite() -> dict:
 def main() -> int:
     import torch
 
+    from leaklab.report import device_name
+    from leaklab_lab.pool import cores
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "suite-floor" / f"cpu-torch{torch.__version__.split('+')[0]}.json")
     parser.add_argument("--note", default="")
@@ -123,10 +120,10 @@ def main() -> int:
     load_before = _load()
     result = {
         "commit": commit, "date": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
-        "machine": {"cpu": _cpu_name(), "cores": len(os.sched_getaffinity(0)),
+        "machine": {"cpu": device_name("cpu").removeprefix("CPU: "), "cores": cores(),
                     "python": platform.python_version()},
         "torch": torch.__version__, "load_before": load_before,
-        "idle": load_before[0] < 0.25 * len(os.sched_getaffinity(0)),
+        "idle": load_before[0] < 0.25 * cores(),  # tools/fresh_clone_timing.sh's rule
         "import_seconds": {"torch": _import_seconds("import torch"),
                            "torch and torch._dynamo": _import_seconds("import torch, torch._dynamo")},
     }

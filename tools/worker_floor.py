@@ -11,9 +11,8 @@ catalog's scripts whose workers' memory stays under the floor (the bounded runs 
 workers) are checked with that many steps, each one's worker_memory rate and readings kept, to
 see whether a longer series tells them apart: results/worker-floor/cpu-torch<version>-steps<N>.json.
 With ``--only-workers`` as well, worker_memory is the only resource watched (``--resource
-worker_memory``), to see how much of a bounded run's rise the other readings in this process make
-(each write of this process to a page it still shares with a forked worker makes that page the
-worker's own): ...-steps<N>-worker_memory-only.json.
+worker_memory``), to see whether the other readings in this process change how fast a bounded
+run's workers rise: ...-steps<N>-worker_memory-only.json.
 
 With ``--repeat K``, each target is checked K times and every check is kept (``checks``): one
 check per target showed a separation that a repeat did not hold (a bounded run's workers rise at
@@ -30,9 +29,14 @@ from pathlib import Path
 import torch
 
 from leaklab import resources as known
+from leaklab_lab.cases import discover, run_name
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = "tests/data/fresh_steps.py"
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def _worker_memory(target: str, steps: int | None, only_workers: bool = False) -> dict:
@@ -57,10 +61,12 @@ def longer(steps: int, only_workers: bool, repeat: int = 1) -> None:
     """Held-out worker leaks called bounded and the catalog's bounded worker runs, ``steps`` steps each."""
     floor = json.loads((ROOT / "results/worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}.json").read_text())
     targets = {name: f"{STEPS}:{name}" for name in floor["held_out_leaks_called_bounded"]}
-    for name, run in floor["catalog_runs"].items():
-        if run["worker_memory"] == "bounded":
-            slug, role, *stem = name.split("/", 1)[1].split(":")
-            targets[name] = f"{'cases' if role == 'leak' else 'fixes'}/{stem[0] if stem else slug}.py"
+    for case in discover():
+        for role in ("leak", "fix"):
+            for script in case.scripts(role):
+                name = f"cpu/{run_name(case, role, script)}"  # as results files key runs
+                if floor["catalog_runs"].get(name, {}).get("worker_memory") == "bounded":
+                    targets[name] = str(script.relative_to(ROOT))
     found = {}
     for name, target in targets.items():
         leak = name in floor["held_out_leaks_called_bounded"]
@@ -69,9 +75,8 @@ def longer(steps: int, only_workers: bool, repeat: int = 1) -> None:
         else:
             found[name] = {"held_out_leak": leak, **_worker_memory(target, steps, only_workers)}
         print(name, found[name], flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     out = ROOT / "results" / "worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}-steps{steps}{'-worker_memory-only' if only_workers else ''}{f'-repeat{repeat}' if repeat > 1 else ''}.json"
-    out.write_text(json.dumps({"commit": commit, "torch": torch.__version__, "steps": steps, "repeat": repeat,
+    out.write_text(json.dumps({"commit": _commit(), "torch": torch.__version__, "steps": steps, "repeat": repeat,
                                "resources": ["worker_memory"] if only_workers else "all (the default)",
                                "floor_bytes_per_step": known.get("worker_memory").floor, "runs": found}, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
@@ -100,10 +105,9 @@ def main() -> None:
                       "per_step_bytes": run["resources"]["worker_memory"]["per_step_bytes"]}
                for name, run in runs.items()
                if "worker_memory" in (run.get("resources") or {}) and max(run["resources"]["worker_memory"]["samples"]) > 0}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     out = ROOT / "results" / "worker-floor" / f"cpu-torch{torch.__version__.split('+')[0]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"commit": commit, "torch": torch.__version__,
+    out.write_text(json.dumps({"commit": _commit(), "torch": torch.__version__,
                                "floor_bytes_per_step": known.get("worker_memory").floor,
                                "held_out_leaks_called_bounded": leaks, "catalog_runs": catalog}, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
