@@ -238,6 +238,51 @@ def count_graph_nodes(tensor: torch.Tensor) -> int:
     return len(graph_nodes(tensor))
 
 
+# The nodes a recurrence adds to what it keeps each step: a running sum (``total += loss``), and a
+# moving average, which also scales what it keeps (``ema = 0.9 * ema + 0.1 * x``, ``lerp_``).
+_SUM_NODES = frozenset({"AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1"})
+_SCALE_NODES = frozenset({"MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "LerpBackward0", "LerpBackward1"})
+SPINE_NODES = 8              # the spine read: a few steps of a recurrence of one or two nodes a step
+SHAPE_MAX_NODES = 50_000     # a larger graph's shape is not read (its depths cost more than naming may)
+
+
+def graph_shape(tensor: torch.Tensor) -> str | None:
+    """What a kept tensor's growing graph is (a key of :data:`leaklab.chain.GRAPH_SHAPES`), read
+    from its spine: the path from its ``grad_fn`` down through the deepest input each time, which
+    runs back through every step's value to the first. A spine of additions alone is a running sum
+    (a loss total), of additions and scalings a moving average; an average whose graph holds no
+    node but those and the parameters' own (``AccumulateGrad``) averages parameters, not anything
+    computed from them (an EMA of the weights). None for any other spine (an RNN's state, in-place
+    writes into a buffer) or a graph too large to read."""
+    nodes = graph_nodes(tensor)
+    if not nodes or len(nodes) > SHAPE_MAX_NODES:
+        return None
+    depth: dict[Any, int] = {}
+    for node in nodes:  # depths by an explicit post-order walk: a spine thousands of steps long overflows recursion
+        stack = [(node, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if current in depth:
+                continue
+            inputs = [n for n, _ in getattr(current, "next_functions", ()) if n is not None]
+            if expanded:
+                depth[current] = 1 + max((depth.get(n, 0) for n in inputs), default=0)
+            else:
+                stack.append((current, True))
+                stack.extend((n, False) for n in inputs if n not in depth)
+    spine, node = [], tensor.grad_fn
+    while node is not None and len(spine) < SPINE_NODES:
+        spine.append(type(node).__name__)
+        inputs = [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
+        node = max(inputs, key=lambda n: depth.get(n, 0), default=None)
+    if len(spine) < SPINE_NODES or not set(spine) <= _SUM_NODES | _SCALE_NODES:
+        return None
+    if set(spine) <= _SUM_NODES:
+        return "sum"
+    alone = {type(n).__name__ for n in nodes} <= _SUM_NODES | _SCALE_NODES | {"AccumulateGrad"}
+    return "parameters" if alone else "average"
+
+
 def _roots(fn: Any) -> list[tuple[str, Any]]:
     """What a function can reach: its closure variables and the module globals it names."""
     code = getattr(fn, "__code__", None)

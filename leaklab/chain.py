@@ -64,6 +64,17 @@ class Chain:
         return f"{text} ({self.missing})" if self.missing else text
 
 
+# What a growing autograd graph is, read from its spine (leaklab.attribution.graph_shape), as the
+# graph's link says it ("graph growing by 24 nodes/step, a running sum") and a signature keeps it.
+GRAPH_SHAPES = {"sum": "a running sum", "average": "a moving average",
+                "parameters": "a moving average of parameters alone"}
+
+
+def graph_shape_of(link_type: str) -> str | None:
+    """The shape a graph's link names (:data:`GRAPH_SHAPES`), or None where it names none."""
+    return next((shape for shape, words in GRAPH_SHAPES.items() if link_type.endswith(f", {words}")), None)
+
+
 def chain_from_json(links: list[dict[str, str]] | None, missing: str | None = None) -> Chain:
     return Chain([Link(**link) for link in links or []], missing)
 

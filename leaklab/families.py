@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import OUTSIDE, Chain, Link
+from leaklab.chain import OUTSIDE, Chain, Link, graph_shape_of
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,13 @@ def _first(links: list[Link], test: Callable[[Link], bool]) -> Link | None:
 def _graph(e: Evidence) -> str | None:
     link = _first(e.links, lambda link: link.kind == "graph")
     return f"an autograd graph held by {e.root}, {link.type.removeprefix('graph ')}" if link else None
+
+
+def graph_shape(e: Evidence) -> str | None:
+    """What the growing autograd graph is (a key of :data:`leaklab.chain.GRAPH_SHAPES`), where the
+    chain ends in one whose shape was read."""
+    link = _first(e.links, lambda link: link.kind == "graph")
+    return graph_shape_of(link.type) if link else None
 
 
 def _saved(e: Evidence) -> str | None:
@@ -531,4 +538,4 @@ def _bounded(links: list[Link]) -> str | None:
     return f"{link.name or link.type.split(' ')[0]} is bounded by construction ({size.group(0)}): a plateau, not a leak"
 
 
-__all__ = ["Decision", "Evidence", "RULES", "Rule", "decide"]
+__all__ = ["Decision", "Evidence", "RULES", "Rule", "decide", "graph_shape"]

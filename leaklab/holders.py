@@ -33,9 +33,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from leaklab import growth
-from leaklab.attribution import _global_names, reachable_tensors
+from leaklab.attribution import _global_names, graph_shape, reachable_tensors
 from leaklab.chain import (
     FILE_MAPS,
+    GRAPH_SHAPES,
     OUTSIDE,
     Chain,
     Link,
@@ -478,7 +479,9 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         tensor = next((t for p, t in reachable_tensors(step) if p == path), None)
         if tensor is not None:
             found = holder_chain([tensor], named, [*ignore, before, after], seconds=deadline - _clock(), seeds=seeds)
-            tail = Link("autograd graph", ".grad_fn", f"graph growing by {per_step:,.0f} nodes/step", "graph")
+            shape = graph_shape(tensor)
+            tail = Link("autograd graph", ".grad_fn", f"graph growing by {per_step:,.0f} nodes/step"
+                        + (f", {GRAPH_SHAPES[shape]}" if shape else ""), "graph")
             return Chain([*found.links, tail] if found.found else [make_link("the step's reach", path, tensor), tail])
     # What a user keeps (tensors, models, threads, files) before what comes with it, then the
     # most; threads, descriptors or mappings first where those are what grew (a thread an

@@ -4,7 +4,8 @@ A signature is what a report already knows about a leak, in a form two leaks can
 by: the resources that grow and how fast (orders of magnitude), what holds the growth (an
 autograd history chained across steps, a hook dict, a cache, a container, worker processes,
 threads, descriptors, mappings), what is held (tensors, modules, optimizers, callables, ...),
-whether the step makes cyclic garbage, and whether growth comes every step, late or now and then.
+whether the step makes cyclic garbage, whether growth comes every step, late or now and then,
+and what a growing autograd graph is (a running sum, a moving average, of parameters alone).
 
 The catalog's own entries carry the signature of their measured leak runs, in
 ``catalog_signatures.json`` beside this module (written by the lab's ``leaklab catalog`` from the
@@ -23,7 +24,7 @@ from typing import Any
 
 from leaklab import resources as known
 from leaklab.chain import chain_from_json
-from leaklab.families import Evidence, decide
+from leaklab.families import Evidence, decide, graph_shape
 from leaklab.verdict import GROWS, PLATEAU
 
 SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")
@@ -40,7 +41,7 @@ HELD = ("tensor", "view", "module", "optimizer", "callable", "exception", "objec
 
 # How much each part of a signature counts towards similarity.
 WEIGHTS = {"headline": 3.0, "resources": 2.0, "rate": 1.0, "holder": 2.0, "held": 2.0, "box": 1.0, "garbage": 0.5,
-           "pattern": 0.5, "rule": 3.0}
+           "pattern": 0.5, "rule": 3.0, "graph": 2.0}
 
 
 @dataclass(frozen=True)
@@ -59,18 +60,20 @@ class Signature:
     rule: str | None = None                                  # the specific family rule that decided, if one did
     box: str | None = None                                   # the type of the container nearest what grew
     collector_off: bool = False                              # the program turned the garbage collector off
+    graph: str | None = None                                 # what a growing autograd graph is (leaklab.chain.GRAPH_SHAPES)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["families"] = list(self.families) if self.families is not None else None
-        if not self.collector_off:
-            del data["collector_off"]  # as signatures were before it was kept
+        for key in ("collector_off", "graph"):
+            if not data[key]:
+                del data[key]  # as signatures were before it was kept
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Signature:
         families = data.get("families")
-        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule", "box")},
+        return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule", "box", "graph")},
                    grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")),
                    collector_off=bool(data.get("collector_off")),
                    families=tuple(families) if families is not None else None, ranks=int(data.get("ranks") or 1))
@@ -140,7 +143,7 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
                      decision.why, decision.bounded, decision.kept, ranks, decision.rule, _box(found),
-                     found.collector_off)
+                     found.collector_off, graph_shape(found))
 
 
 def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str | None) -> Signature:
@@ -152,7 +155,8 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
                      mine.collector_off)
     decision = decide(found)
     return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
-                   holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found))
+                   holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found),
+                   graph=graph_shape(found))
 
 
 def _pattern(report: Any, headline: str | None) -> str | None:
@@ -171,7 +175,8 @@ def similarity(a: Signature, b: Signature) -> float:
     """How alike two signatures are, from 0 to 1, weighted by :data:`WEIGHTS`: the resource a
     leak lives in counts in full where both name it, half where it only grows in the other; a
     part one of them knows and the other does not counts against them at half its weight; the
-    specific family rule that decided (``Rule.specific``) counts where either has one."""
+    specific family rule that decided (``Rule.specific``) counts where either has one; what a
+    growing autograd graph is counts only where both read it (signatures made before it was read)."""
     score = total = 0.0
     total += WEIGHTS["headline"]
     if a.headline == b.headline:
@@ -191,6 +196,9 @@ def similarity(a: Signature, b: Signature) -> float:
             score += WEIGHTS[part] * (mine == theirs)
         elif mine is not None or theirs is not None:
             total += WEIGHTS[part] / 2
+    if a.graph and b.graph:  # what a growing graph is (a running sum, a moving average), where both read it
+        total += WEIGHTS["graph"]
+        score += WEIGHTS["graph"] * (a.graph == b.graph)
     if a.rule or b.rule:  # a specific holder (a hook registry, handles of async work) named in one or both
         total += WEIGHTS["rule"]
         score += WEIGHTS["rule"] * (a.rule == b.rule)

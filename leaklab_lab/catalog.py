@@ -614,7 +614,7 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
            "derived from the entry's own measured leak run in "
            + ", ".join(f"[{name}](results/{name})" for name in signatures["generated_from"]) + "). "
            "The family is decided first, from what holds the growth (the holder chain, by the rules of "
-           "`leaklab/families.py`), and only then the closest entry within it. "
+           "`leaklab/families.py`), and only then the closest entry within it (where a kept tensor's autograd graph grows, what that graph is counts too: a running sum, a moving average, or a moving average of parameters alone, read from the path back through every step's value). "
            "A suggestion counts when its family (see [Families](CATALOG.md#families)) is the leak's own; where nothing is "
            "close, the family the evidence named counts (the check says it beside \"resembles no catalog entry closely\"); "
            "for held-out steps, the first suggestion is also checked against the entry a reader would pick, "

@@ -239,3 +239,22 @@ def test_the_box_is_the_container_that_gains_the_entries():
     nearest = [Link("closure cell", "make_step.<locals>.kept", "collections.deque", "container"), Link("attribute", ".rows", "dict", "container"),
                Link("grown", "['x']", "torch.Tensor", "tensor")]
     assert redecide(Signature(grows={"cpu_tensors": 2.0}, headline="cpu_tensors"), [link.__dict__ for link in nearest], None).box == "dict"
+
+
+def test_what_a_growing_graph_is_counts_only_where_both_read_it():
+    from dataclasses import replace
+
+    from leaklab.chain import GRAPH_SHAPES, graph_shape_of
+
+    total = Signature({"host_heap": 4.0, "python_objects": 0.0}, "host_heap", "autograd_history", "tensor",
+                      families=("autograd_history",), graph="sum")
+    ema = _entry("undetached_ema", "autograd_history", replace(total, box="dict", graph="parameters"))
+    accumulation = _entry("loss_accumulation", "autograd_history", replace(total, grows={"host_heap": 4.0}, graph="sum"))
+    # the resources alone make the EMA of the weights closer; what the graph is names the running total
+    assert [r.slug for r in resemble(replace(total, graph=None), [ema, accumulation], device="cpu")][0] == "undetached_ema"
+    assert [r.slug for r in resemble(total, [ema, accumulation], device="cpu")][0] == "loss_accumulation"
+    assert similarity(total, replace(total, graph=None)) == similarity(replace(total, graph=None), replace(total, graph=None))
+    assert Signature.from_json(total.to_json()) == total and "graph" not in replace(total, graph=None).to_json()
+    for shape, words in GRAPH_SHAPES.items():
+        assert graph_shape_of(f"graph growing by 24 nodes/step, {words}") == shape
+    assert graph_shape_of("graph growing by 24 nodes/step") is None
