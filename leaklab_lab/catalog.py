@@ -583,7 +583,10 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "while it is read, fixed on one of its misses (sequence_awaitable_cycle_gc_disabled): no longer held out)",
            "14": "round 14 (written blind to the rules after the collector-off reading (d4821f8), its answers "
                  "committed before it was measured; one helper of five was asked for a cyclic_garbage step and given "
-                 "a program with its collector off as an example)"}
+                 "a program with its collector off as an example)",
+           "15": "round 15 (written blind to the rules after the graph shapes were read (353ad32), by five helpers "
+                 "who neither read the rules nor ran the check on their steps; its answers committed (1140192) before "
+                 "it was measured at 98fe38d)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
