@@ -253,8 +253,9 @@ def _entries(path: Path, version: int) -> list[dict[str, Any]]:
 def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None, device: str | None = None,
              exclude: str | None = None, shown: int = SHOWN) -> list[Resemblance]:
     """The entries ``mine`` resembles, closest first, at most ``shown``, each once, none under
-    :data:`CLOSE_ENOUGH`; an entry measured on ``device``'s kind is preferred where the catalog
-    has both. ``exclude``: an entry left out (leave-one-out).
+    :data:`CLOSE_ENOUGH`; where the catalog has an entry's run on ``device``'s kind, only that
+    run is compared (the best of both let a run that read less, its graph's shape or its device's
+    tensors, outrank the one on this kind). ``exclude``: an entry left out (leave-one-out).
 
     The family comes first: where the evidence named one (``mine.families``), only its entries
     are ranked, and none where it named none. A signature without evidence (a run made before
@@ -284,12 +285,15 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
         entries = [entry for entry in entries if entry["signature"].get("holder") == "cache"]
     if mine.kept is not None:
         entries = [entry for entry in entries if entry["signature"].get("kept") == mine.kept]
+    # An entry measured on this device's kind is compared as measured there; its run on the other
+    # kind only where it has none (a CUDA-only case for a CPU check is ruled out above).
+    here = {entry["slug"] for entry in entries if entry.get("device") == kind}
+    entries = [entry for entry in entries if entry["slug"] not in here or entry.get("device") == kind]
     best: dict[str, tuple[float, dict[str, Any]]] = {}
     for entry in entries:
         if entry["slug"] == exclude:
             continue
         score = similarity(mine, Signature.from_json(entry["signature"]))
-        score += 1e-6 * (entry.get("device") == kind)  # a tie goes to the entry measured on this device
         if score > best.get(entry["slug"], (-1.0, None))[0]:
             best[entry["slug"]] = (score, entry)
     ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]["slug"]))

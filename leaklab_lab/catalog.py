@@ -586,7 +586,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "a program with its collector off as an example)",
            "15": "round 15 (written blind to the rules after the graph shapes were read (353ad32), by five helpers "
                  "who neither read the rules nor ran the check on their steps; its answers committed (1140192) before "
-                 "it was measured at 98fe38d)"}
+                 "it was measured at 98fe38d; an entry's run on the check's own device was then made the one compared, "
+                 "after its first CPU row (label_model_running_loss_keeps_graph) was ranked by the H200's run of "
+                 "undetached_ema, which read no graph shape: no longer held out)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

@@ -258,3 +258,17 @@ def test_what_a_growing_graph_is_counts_only_where_both_read_it():
     for shape, words in GRAPH_SHAPES.items():
         assert graph_shape_of(f"graph growing by 24 nodes/step, {words}") == shape
     assert graph_shape_of("graph growing by 24 nodes/step") is None
+
+
+def test_an_entrys_run_on_the_checks_own_device_is_the_one_compared():
+    from dataclasses import replace
+
+    total = Signature({"host_heap": 4.0}, "host_heap", "autograd_history", "tensor", families=("autograd_history",), graph="sum")
+    on_cpu = _entry("undetached_ema", "autograd_history", replace(total, graph="parameters"))
+    on_cuda = {**on_cpu, "device": "cuda", "signature": replace(total, graph=None).to_json()}  # its run read no shape
+    accumulation = _entry("loss_accumulation", "autograd_history", total)
+    ranked = resemble(total, [on_cpu, on_cuda, {**accumulation, "signature": replace(total, box="dict").to_json()}], device="cpu")
+    assert [r.slug for r in ranked] == ["loss_accumulation", "undetached_ema"]
+    assert ranked[1].score == round(similarity(total, replace(total, graph="parameters")), 3)
+    # with no run on the check's kind, the other kind's is compared
+    assert [r.slug for r in resemble(total, [on_cuda], device="cpu")] == ["undetached_ema"]
