@@ -14,6 +14,9 @@ With ``--only-workers`` as well, worker_memory is the only resource watched (``-
 worker_memory``), to see whether the other readings in this process change how fast a bounded
 run's workers rise: ...-steps<N>-worker_memory-only.json.
 
+Each check keeps the rate over the first and the second half of its readings too (a leak keeps its
+rate; workers that settle slow down).
+
 With ``--repeat K``, each target is checked K times and every check is kept (``checks``): one
 check per target showed a separation that a repeat did not hold (a bounded run's workers rise at
 very different rates from one run to the next): ...-repeat<K>.json.
@@ -29,6 +32,7 @@ from pathlib import Path
 import torch
 
 from leaklab import resources as known
+from leaklab.verdict import theil_sen_slope
 from leaklab_lab.cases import discover, run_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +56,14 @@ def _worker_memory(target: str, steps: int | None, only_workers: bool = False) -
     if "worker_memory" not in (report.get("resources") or {}):  # the step failed before a series was read
         return {"verdict": report["verdict"], "error": report.get("error")}
     worker = report["resources"]["worker_memory"]
+    samples = worker["samples"]
+    half = len(samples) // 2
     return {"verdict": report["verdict"], "worker_memory": worker["verdict"], "per_step_bytes": worker["per_step_bytes"],
-            "scatter_bytes": worker["scatter_bytes"], "readings": len(worker["samples"]),
-            "rise_bytes": worker["samples"][-1] - worker["samples"][0]}
+            "scatter_bytes": worker["scatter_bytes"], "readings": len(samples),
+            "rise_bytes": samples[-1] - samples[0],
+            # whether the rise holds: a leak keeps its rate, workers that settle slow down
+            "first_half_per_step_bytes": theil_sen_slope(samples[:half + 1]),
+            "second_half_per_step_bytes": theil_sen_slope(samples[half:])}
 
 
 def longer(steps: int, only_workers: bool, repeat: int = 1) -> None:
