@@ -253,33 +253,35 @@ def graph_shape(tensor: torch.Tensor) -> str | None:
     (a loss total), of additions and scalings a moving average; an average whose graph holds no
     node but those and the parameters' own (``AccumulateGrad``) averages parameters, not anything
     computed from them (an EMA of the weights). None for any other spine (an RNN's state, in-place
-    writes into a buffer) or a graph too large to read."""
-    nodes = graph_nodes(tensor)
-    if not nodes or len(nodes) > SHAPE_MAX_NODES:
+    writes into a buffer) or a graph of more than :data:`SHAPE_MAX_NODES` nodes."""
+    def inputs(node: Any) -> list[Any]:
+        return [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
+
+    root = tensor.grad_fn
+    if root is None:
         return None
-    depth: dict[Any, int] = {}
-    for node in nodes:  # depths by an explicit post-order walk: a spine thousands of steps long overflows recursion
-        stack = [(node, False)]
-        while stack:
-            current, expanded = stack.pop()
-            if current in depth:
-                continue
-            inputs = [n for n, _ in getattr(current, "next_functions", ()) if n is not None]
-            if expanded:
-                depth[current] = 1 + max((depth.get(n, 0) for n in inputs), default=0)
-            else:
-                stack.append((current, True))
-                stack.extend((n, False) for n in inputs if n not in depth)
-    spine, node = [], tensor.grad_fn
+    depth: dict[Any, int] = {}  # every node's longest path down, by one post-order walk (a long spine overflows recursion)
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in depth:
+            continue
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((n, False) for n in inputs(node) if n not in depth)
+            continue
+        depth[node] = 1 + max((depth.get(n, 0) for n in inputs(node)), default=0)
+        if len(depth) > SHAPE_MAX_NODES:
+            return None
+    spine, node = [], root
     while node is not None and len(spine) < SPINE_NODES:
         spine.append(type(node).__name__)
-        inputs = [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
-        node = max(inputs, key=lambda n: depth.get(n, 0), default=None)
+        node = max(inputs(node), key=lambda n: depth.get(n, 0), default=None)
     if len(spine) < SPINE_NODES or not set(spine) <= _SUM_NODES | _SCALE_NODES:
         return None
     if set(spine) <= _SUM_NODES:
         return "sum"
-    alone = {type(n).__name__ for n in nodes} <= _SUM_NODES | _SCALE_NODES | {"AccumulateGrad"}
+    alone = {type(n).__name__ for n in depth} <= _SUM_NODES | _SCALE_NODES | {"AccumulateGrad"}
     return "parameters" if alone else "average"
 
 

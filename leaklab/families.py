@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import OUTSIDE, Chain, Link, graph_shape_of
+from leaklab.chain import OUTSIDE, Chain, Link
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,11 @@ class Evidence:
     @property
     def root(self) -> str:
         return str(self.links[0]) if self.links else "?"
+
+    @property
+    def graph(self) -> Link | None:
+        """The chain's autograd-graph link, where what grew is a graph that gets longer."""
+        return next((link for link in self.links if link.kind == "graph"), None)
 
     @property
     def held(self) -> Link | None:
@@ -84,15 +89,8 @@ def _first(links: list[Link], test: Callable[[Link], bool]) -> Link | None:
 
 
 def _graph(e: Evidence) -> str | None:
-    link = _first(e.links, lambda link: link.kind == "graph")
+    link = e.graph
     return f"an autograd graph held by {e.root}, {link.type.removeprefix('graph ')}" if link else None
-
-
-def graph_shape(e: Evidence) -> str | None:
-    """What the growing autograd graph is (a key of :data:`leaklab.chain.GRAPH_SHAPES`), where the
-    chain ends in one whose shape was read."""
-    link = _first(e.links, lambda link: link.kind == "graph")
-    return graph_shape_of(link.type) if link else None
 
 
 def _saved(e: Evidence) -> str | None:
@@ -538,4 +536,4 @@ def _bounded(links: list[Link]) -> str | None:
     return f"{link.name or link.type.split(' ')[0]} is bounded by construction ({size.group(0)}): a plateau, not a leak"
 
 
-__all__ = ["Decision", "Evidence", "RULES", "Rule", "decide", "graph_shape"]
+__all__ = ["Decision", "Evidence", "RULES", "Rule", "decide"]

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from leaklab import resources as known
-from leaklab.chain import chain_from_json
-from leaklab.families import Evidence, decide, graph_shape
+from leaklab.chain import chain_from_json, graph_shape_of
+from leaklab.families import Evidence, decide
 from leaklab.verdict import GROWS, PLATEAU
 
 SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")
@@ -143,7 +143,12 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
                      decision.why, decision.bounded, decision.kept, ranks, decision.rule, _box(found),
-                     found.collector_off, graph_shape(found))
+                     found.collector_off, _graph_shape(found))
+
+
+def _graph_shape(found: Evidence) -> str | None:
+    """What the chain's growing autograd graph is, where its link says (leaklab.chain.GRAPH_SHAPES)."""
+    return graph_shape_of(found.graph.type) if found.graph is not None else None
 
 
 def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str | None) -> Signature:
@@ -156,7 +161,7 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
     decision = decide(found)
     return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
                    holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found),
-                   graph=graph_shape(found))
+                   graph=_graph_shape(found))
 
 
 def _pattern(report: Any, headline: str | None) -> str | None:

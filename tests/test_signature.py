@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 
 from leaklab.runner import RunOptions
 from leaklab.scripts import run_script
@@ -272,3 +273,39 @@ def test_an_entrys_run_on_the_checks_own_device_is_the_one_compared():
     assert ranked[1].score == round(similarity(total, replace(total, graph="parameters")), 3)
     # with no run on the check's kind, the other kind's is compared
     assert [r.slug for r in resemble(total, [on_cuda], device="cpu")] == ["undetached_ema"]
+
+
+def _running_total(device):
+    weight = torch.randn(32, 4, requires_grad=True)
+    kept = {"total": torch.tensor(0.0), "ema": weight.detach().clone()}
+
+    def step():
+        loss = torch.relu(torch.randn(16, 32) @ weight).mean()
+        loss.backward()
+        kept["total"] = kept["total"] + loss  # never .item(): every step's graph is chained to the total
+        return {"loss": loss.item()}
+
+    return step
+
+
+def _weights_ema(device):
+    weight = torch.randn(32, 4, requires_grad=True)
+    kept = {"ema": weight.detach().clone()}
+
+    def step():
+        torch.relu(torch.randn(16, 32) @ weight).mean().backward()
+        kept["ema"] = 0.99 * kept["ema"] + 0.01 * weight  # outside no_grad: a graph of the weights alone
+        return {}
+
+    return step
+
+
+def test_a_checked_runs_growing_graph_is_named_by_its_shape_in_its_chain_and_signature():
+    from leaklab.runner import run_factory
+
+    for factory, shape, words in ((_running_total, "sum", "a running sum"),
+                                  (_weights_ema, "parameters", "a moving average of parameters alone")):
+        report = run_factory(factory, "cpu", RunOptions())
+        assert report.verdict == "grows", report.summary()
+        assert report.holder[-1]["kind"] == "graph" and report.holder[-1]["type"].endswith(f", {words}"), report.holder
+        assert signature(report).graph == shape
