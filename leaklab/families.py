@@ -435,6 +435,16 @@ def _kind(kind: str, what: str) -> Callable[[Evidence], str | None]:
     return test
 
 
+def _finished_threads(e: Evidence) -> str | None:
+    """Thread objects kept while no thread grows: their threads have exited (or never started), so
+    joining fixes nothing; a container keeps the objects, and what each one's target referred to."""
+    held = e.held
+    if held is None or held.kind != "thread" or "threads" in e.growing:
+        return None
+    box = _first(e.links, lambda link: link.kind == "container")
+    return f"a {box.type.split(' ')[0] if box else 'holder'} ({(box.name if box else '') or e.root}) that keeps finished Thread objects"
+
+
 def _resource(names: tuple[str, ...], why: str) -> Callable[[Evidence], str | None]:
     def test(e: Evidence) -> str | None:
         return why if e.headline in names else None
@@ -485,7 +495,9 @@ RULES: tuple[Rule, ...] = (
     Rule(("cache_by_argument",), "cache", _cache),
     Rule(("autograd_history",), "autograd_history", _saved),
     Rule(("cyclic_garbage",), "garbage", _records_with_cycles, specific=True),
-    # What is held, where it is a thread, a file or a mapping, before the objects that hold it.
+    # What is held, where it is a thread, a file or a mapping, before the objects that hold it; a
+    # thread only while threads grow (a list of finished Thread objects is a registry's mistake).
+    Rule(("registry_keeps_objects",), "container", _finished_threads, kept=lambda e: "Thread"),
     Rule(("threads_not_joined",), "threads", _kind("thread", "threads")),
     Rule(("descriptors_not_closed",), "descriptors", _kind("file", "open files")),
     Rule(("mapped_files_kept",), "mappings", _kind("mapping", "memory maps")),

@@ -269,7 +269,8 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
     for a check on that device; an entry of several ranks (a process group, a gather to rank 0) is
     named only for a check of several ranks, unless the same specific rule decided both (a list
     of finished async handles is that, on one rank or many); a registry's entry only where the
-    registry keeps the same kind of object (models are not loggers)."""
+    registry keeps the same kind of object (models are not loggers); an entry whose autograd graph
+    grows in another shape (a running sum is not an EMA of the weights)."""
     if mine is None or mine.families == ():
         return []
     entries = load_entries() if entries is None else entries
@@ -294,6 +295,11 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
     # kind only where it has none (a CUDA-only case for a CPU check is ruled out above).
     here = {entry["slug"] for entry in entries if entry.get("device") == kind}
     entries = [entry for entry in entries if entry["slug"] not in here or entry.get("device") == kind]
+    # A growing graph's shape is its mechanism: a running sum, a moving average of a statistic and
+    # one of the weights are different mistakes: ruled out where both read it (older runs did not),
+    # after each entry's run on this device is chosen.
+    if mine.graph:
+        entries = [entry for entry in entries if entry["signature"].get("graph") in (None, mine.graph)]
     best: dict[str, tuple[float, dict[str, Any]]] = {}
     for entry in entries:
         if entry["slug"] == exclude:

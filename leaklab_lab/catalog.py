@@ -588,7 +588,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "who neither read the rules nor ran the check on their steps; its answers committed (1140192) before "
                  "it was measured at 98fe38d; an entry's run on the check's own device was then made the one compared, "
                  "after its first CPU row (label_model_running_loss_keeps_graph) was ranked by the H200's run of "
-                 "undetached_ema, which read no graph shape: no longer held out)"}
+                 "undetached_ema, which read no graph shape; then two rules were fixed on its misses (a list of "
+                 "finished Thread objects is a registry's, not threads left running; an entry whose graph grows in "
+                 "another shape is ruled out): no longer held out)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

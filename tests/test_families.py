@@ -425,3 +425,16 @@ def test_growth_nothing_holds_with_the_collector_off_is_cyclic_garbage():
     held = decide(Evidence(_chain(ROOT, TENSOR), "cpu_tensors", frozenset({"cpu_tensors"}), collector_off=True))
     assert held.families == ("container_keeps_tensors",)
     assert decide(Evidence(lost, "threads", frozenset({"threads"}), collector_off=True)).families != ("cyclic_garbage",)
+
+
+def test_finished_thread_objects_kept_are_a_registrys_not_threads_left_running():
+    """threaded_server_keeps_finished_request_threads, resized_decode_pool_keeps_retired_threads
+    (round 15): a list keeps Thread objects whose threads have exited; no thread grows, so joining
+    fixes nothing and threads_never_joined is the wrong fix. While threads grow, a thread is the holder."""
+    chain = _chain(("closure cell", "make_step.<locals>.server", "Server", "object"),
+                   ("attribute", "._threads", "list", "container"), ("grown", "[*]", "threading.Thread", "thread"))
+    finished = decide(Evidence(chain, "python_objects", frozenset({"python_objects", "host_heap"})))
+    assert finished.families == ("registry_keeps_objects",) and finished.kept == "Thread"
+    assert "._threads" in finished.why and "finished Thread objects" in finished.why
+    running = decide(Evidence(chain, "threads", frozenset({"threads", "python_objects"})))
+    assert running.families == ("threads_not_joined",) and running.kept is None

@@ -269,10 +269,30 @@ def test_an_entrys_run_on_the_checks_own_device_is_the_one_compared():
     on_cuda = {**on_cpu, "device": "cuda", "signature": replace(total, graph=None).to_json()}  # its run read no shape
     accumulation = _entry("loss_accumulation", "autograd_history", total)
     ranked = resemble(total, [on_cpu, on_cuda, {**accumulation, "signature": replace(total, box="dict").to_json()}], device="cpu")
-    assert [r.slug for r in ranked] == ["loss_accumulation", "undetached_ema"]
-    assert ranked[1].score == round(similarity(total, replace(total, graph="parameters")), 3)
+    # the CPU run (an EMA of the weights) is the one compared, and its shape rules it out: the CUDA
+    # run, which read no shape and would score higher, never stands in for it
+    assert [r.slug for r in ranked] == ["loss_accumulation"]
+    assert similarity(total, replace(total, graph=None)) > similarity(total, replace(total, box="dict"))
     # with no run on the check's kind, the other kind's is compared
     assert [r.slug for r in resemble(total, [on_cuda], device="cpu")] == ["undetached_ema"]
+
+
+def test_an_entry_whose_graph_grows_in_another_shape_is_ruled_out():
+    """flow_batchnorm_running_stats_keep_graph (round 15): batch norm's running mean kept with its
+    graph is a moving average of a statistic; an EMA of the weights scored higher on its resources
+    and its box, and was named first. Where both runs read the shape, another shape rules the entry
+    out; an entry whose run read none is still ranked."""
+    from dataclasses import replace
+
+    average = Signature({"host_heap": 4.8, "python_objects": 1.1}, "host_heap", "autograd_history", "tensor",
+                        families=("autograd_history",), box="dict", graph="average")
+    weights = _entry("undetached_ema", "autograd_history", replace(average, graph="parameters"))
+    statistic = _entry("ema_confidence_threshold", "autograd_history",
+                       replace(average, grows={"cpu_tensors": 5.0, "host_heap": 5.0}, headline="cpu_tensors", box=None))
+    unread = _entry("retain_graph", "autograd_history", replace(average, graph=None, box=None))
+    assert similarity(average, Signature.from_json(weights["signature"])) > similarity(average, Signature.from_json(statistic["signature"]))
+    assert [r.slug for r in resemble(average, [weights, statistic, unread], device="cpu")] == ["retain_graph", "ema_confidence_threshold"]
+    assert [r.slug for r in resemble(replace(average, graph=None), [weights, statistic], device="cpu")][0] == "undetached_ema"
 
 
 def _running_total(device):
