@@ -210,7 +210,8 @@ def _hooks(e: Evidence) -> str | None:
         # dict's values may be callables kept as data (a functools.partial per batch).
         return f"a {link.type.split(' ')[0]} of callbacks ({link.name.lstrip('.') or e.root}) that keeps what each one holds"
     held = e.held
-    if held is not None and held.kind == "callable" and len(links) > 1 and links[-2].kind == "container":
+    if (held is not None and held.kind == "callable" and len(links) > 1 and links[-2].kind == "container"
+            and not links[-2].type.startswith("tuple")):  # a tuple gains nothing: what holds it gains the entries
         # A dict or list whose entries are what grows, each a function: callbacks registered every
         # step, wherever the registry lives (a tensor's own hook dict has no name Python shows).
         box = links[-2]

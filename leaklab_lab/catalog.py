@@ -592,7 +592,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "finished Thread objects is a registry's, not threads left running; an entry whose graph grows in "
                  "another shape is ruled out): no longer held out)",
            "16": "round 16 (written blind to the rules after round 15's fixes (5a25e68), by five helpers who neither "
-                 "read the rules nor ran the check on their steps; its answers committed before it was measured)"}
+                 "read the rules nor ran the check on their steps; its answers committed (a37e3f5) before it was measured "
+                 "on the CPU (04e1d5c); then one rule was fixed on two of its misses (a function in a tuple is a cache "
+                 "entry's, not a registry of callbacks: linecache's lazy entries): no longer held out)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

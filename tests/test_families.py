@@ -438,3 +438,16 @@ def test_finished_thread_objects_kept_are_a_registrys_not_threads_left_running()
     assert "._threads" in finished.why and "finished Thread objects" in finished.why
     running = decide(Evidence(chain, "threads", frozenset({"threads", "python_objects"})))
     assert running.families == ("threads_not_joined",) and running.kept is None
+
+
+def test_a_callable_in_a_tuple_is_a_caches_entry_not_a_registry_of_callbacks():
+    """traced_model_replicated_every_forward, fx_traced_basis_per_conversion (round 16): linecache
+    keeps every generated source under a new name, each as a one-tuple of a function (its lazy
+    loader). A tuple never gains an entry: the dict above it does, and that dict is a cache."""
+    chain = _chain(("module global", "linecache.cache", "dict", "container"),
+                   ("item", "['<eval_with_key>.42']", "tuple", "container"),
+                   ("grown", "[*]", "functools.partial", "callable"))
+    decision = decide(Evidence(chain, "python_objects", frozenset({"python_objects", "host_heap"})))
+    assert decision.families == ("cache_by_argument",) and "linecache.cache" in decision.why
+    listed = _chain(ROOT, ("grown", "[*]", "functools.partial", "callable"))  # a list of callables still is one
+    assert decide(Evidence(listed, "python_objects", frozenset({"python_objects"}))).families == ("registered_callbacks",)
