@@ -594,7 +594,10 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "16": "round 16 (written blind to the rules after round 15's fixes (5a25e68), by five helpers who neither "
                  "read the rules nor ran the check on their steps; its answers committed (a37e3f5) before it was measured "
                  "on the CPU (04e1d5c); then one rule was fixed on two of its misses (a function in a tuple is a cache "
-                 "entry's, not a registry of callbacks: linecache's lazy entries): no longer held out)"}
+                 "entry's, not a registry of callbacks: linecache's lazy entries): no longer held out)",
+           "17": "round 17 (written blind to the rules at 8435fdb, by five helpers who neither read the rules nor ran "
+                 "the check on their steps; 24 steps: a 25th was dropped before merging for citing the same report and "
+                 "mechanism as another of the round; its answers committed before it was measured)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
