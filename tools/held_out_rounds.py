@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # CPU and the H100 (64b9df3). Round 15 was written after the graph shapes were read (353ad32) and measured
 # held out at 98fe38d on the H100 (an H200 was asked for; the entries were that H100's own suite run's, read
 # in the same call by tools/gpu_round.sh) and on the CPU. Round 16 was written after round 15's fixes (5a25e68)
-# and measured held out on the CPU at a37e3f5.
-FILES = {"results/cpu-matching-torch2.14.1.json": frozenset(range(2, 17)),
+# and measured held out on the CPU at a37e3f5; round 17 after the linecache fix (8435fdb), measured held out on the
+# CPU at e1b0fc6.
+FILES = {"results/cpu-matching-torch2.14.1.json": frozenset(range(2, 18)),
          "results/h200-matching-torch2.11.0.json": frozenset(range(2, 10)) | {13},
          "results/h100-matching-torch2.11.0.json": frozenset({9, 14, 15})}
 OUT = ROOT / "results" / "held-out" / "rounds.json"
