@@ -17464,6 +17464,8 @@ _r172_PACKAGE_IMPORTED_MODULES = {}  # mangled module name -> module (a plain di
 _r172_PACKAGE_IDS = itertools.count()
 _r172_MODULE_TYPE = type(sys)  # types.ModuleType
 _r172_HANDLER_SOURCE = '''
+import torch
+from torch import nn
 
 
 class IntentClassifier(nn.Module):
