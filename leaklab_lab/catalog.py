@@ -597,7 +597,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "entry's, not a registry of callbacks: linecache's lazy entries): no longer held out)",
            "17": "round 17 (written blind to the rules at 8435fdb, by five helpers who neither read the rules nor ran "
                  "the check on their steps; 24 steps: a 25th was dropped before merging for citing the same report and "
-                 "mechanism as another of the round; its answers committed before it was measured)"}
+                 "mechanism as another of the round; its answers committed (e1b0fc6) before it was measured on the CPU; "
+                 "one step lost two lines when merged and raised, so after it was mended (98466a2) the round was "
+                 "measured again (a339e0c) with the rules unchanged)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
