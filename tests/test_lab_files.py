@@ -129,3 +129,17 @@ def test_a_fix_that_fails_bounded_says_why_first():
                        for run in case_runs(documents[name], case.slug)
                        if role_of(run) == "fix" and run.error is None and run.verdict in ("grows", "plateau")]
         assert bool(not_bounded) == bool(case.meta.get("fix_not_bounded")), (case.slug, not_bounded)
+
+
+def test_importing_the_held_out_steps_leaves_nothing_on_disk(tmp_path):
+    """A process that imports tests/data/fresh_steps.py and ends without Python's exit (a spawned
+    child that imported it to unpickle a function, a killed check) must leave no directory behind:
+    every step's scratch directory is made when the step first asks for it, not at import. (Made at
+    import, hundreds of them were left in /tmp by the suite's own child processes.)"""
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); from leaklab.scripts import load_script; "
+            "[load_script(os.path.join(sys.argv[1], 'tests', 'data', name)) for name in ('fresh_steps.py', 'edge_steps.py')]; "
+            "os._exit(0)")
+    subprocess.run([sys.executable, "-c", code, str(ROOT)], check=True, timeout=120,
+                   env={**os.environ, "TMPDIR": str(tmp_path)})
+    # torch's own compile cache (one per user, reused by every process) is made by torch's import
+    assert [path.name for path in tmp_path.iterdir() if not path.name.startswith("torchinductor_")] == []

@@ -92,6 +92,26 @@ def _update(opt, loss):
     opt.step()
 
 
+class _ScratchDir:
+    """A temporary directory made when a step first asks for its ``name`` (importing this file makes
+    none: a spawned child that imports it to unpickle a function, and ends without running Python's
+    exit, would leave every step's directory behind), removed at exit."""
+
+    def __init__(self, prefix: str, dir: str | None = None):
+        self._prefix, self._dir, self._made = prefix, dir, None
+        atexit.register(self.cleanup)
+
+    @property
+    def name(self) -> str:
+        if self._made is None:
+            self._made = tempfile.TemporaryDirectory(prefix=self._prefix, dir=self._dir)
+        return self._made.name
+
+    def cleanup(self) -> None:
+        if self._made is not None:
+            self._made.cleanup()
+
+
 # https://github.com/NRCan/geo-deep-learning/issues/582 (and Lightning-AI/torchmetrics#1949)
 # Seen: GPU memory rose at every validation epoch and never came back, until an OOM after enough
 # epochs; the torchmetrics metric objects kept every batch's predictions in their list states.
@@ -5994,7 +6014,7 @@ def workflow_threads_per_request(device):
 # Seen: file descriptors leaked in XarrayDataset until FD exhaustion when training with many datasets
 # (100+ in a ConcatDataset): the first file, opened only to read the dimension sizes, was never closed.
 # Fix (merged): close the first dataset after reading its dimension sizes (and each file opened for stats).
-_ACE_DIR = tempfile.TemporaryDirectory(prefix="ace_forcing_")
+_ACE_DIR = _ScratchDir(prefix="ace_forcing_")
 atexit.register(_ACE_DIR.cleanup)
 
 
@@ -6060,7 +6080,7 @@ def forcing_dataset_header_files_open(device):
 # Seen: "fix a memory leak for np.memmap": the token file's memmap was made once and kept for the
 # whole run, so every page of it that a batch touched stayed resident and RAM kept growing.
 # Fix (in the PR, open): build the memmap inside the data loader, per batch, so the mapping is dropped.
-_TOKENS_DIR = tempfile.TemporaryDirectory(prefix="llm_tokens_")
+_TOKENS_DIR = _ScratchDir(prefix="llm_tokens_")
 atexit.register(_TOKENS_DIR.cleanup)
 
 
@@ -7350,7 +7370,7 @@ def long_poll_waiters_never_removed(device):
     return step
 
 
-_CLUSTER_DIR = tempfile.TemporaryDirectory(prefix="cluster_store_")
+_CLUSTER_DIR = _ScratchDir(prefix="cluster_store_")
 
 
 # https://github.com/cortex-lab/phy/issues/400
@@ -8369,7 +8389,7 @@ def pidfd_per_compile_never_closed(device):
     return step
 
 
-_SHARD_DIR = tempfile.TemporaryDirectory(prefix="h5_shards_")  # removed at exit: nothing stays on disk
+_SHARD_DIR = _ScratchDir(prefix="h5_shards_")  # removed at exit: nothing stays on disk
 _SHARD_MAGIC = 0x4B46
 
 
@@ -10893,7 +10913,7 @@ def dataset_dict_pages_stay_mapped(device):
 # Here a WellDataset-style reader (stdlib files standing in for h5py.File, a 256 KiB read buffer
 # standing in for HDF5's chunk cache) caches an open handle per trajectory file; the loader walks the
 # files in order, so every step opens one more.
-_r134_WELL_DIR = tempfile.TemporaryDirectory(prefix="r134_well_")
+_r134_WELL_DIR = _ScratchDir(prefix="r134_well_")
 atexit.register(_r134_WELL_DIR.cleanup)  # removed at exit: nothing stays on disk
 
 
@@ -12548,8 +12568,7 @@ def grad_stats_hooks_per_register(device):
 # Here every epoch (one step) rebuilds the fit and validation datasets from the manifest; the slide
 # backend opens each slide with os.open (a C-level handle, as pyvips holds one) and never closes it, so
 # each epoch leaves two more descriptors to the same two files.
-_r144_SLIDE_DIR = tempfile.mkdtemp(prefix="r144_slides_")
-atexit.register(shutil.rmtree, _r144_SLIDE_DIR, True)
+_r144_SLIDE_DIR = _ScratchDir(prefix="r144_slides_")
 
 
 class _r144_SlideBackend:
@@ -12581,7 +12600,7 @@ def slide_handles_opened_per_epoch(device):
     gen = torch.Generator().manual_seed(0)
     paths = []
     for name in ("fit_slide.svs", "val_slide.svs"):
-        path = os.path.join(_r144_SLIDE_DIR, name)
+        path = os.path.join(_r144_SLIDE_DIR.name, name)
         with open(path, "wb") as f:
             f.write(torch.randn(32 * 3 * 8 * 8, generator=gen).numpy().tobytes())
         paths.append(path)
@@ -12613,8 +12632,7 @@ def slide_handles_opened_per_epoch(device):
 # experts are stacked into a fresh tensor, the small router and norm weights stay views of the mapping,
 # and the compiled model is kept for serving, so every checkpoint's whole file (expert pages read
 # included) stays mapped.
-_r144_MOE_DIR = tempfile.mkdtemp(prefix="r144_moe_")
-atexit.register(shutil.rmtree, _r144_MOE_DIR, True)
+_r144_MOE_DIR = _ScratchDir(prefix="r144_moe_")
 
 
 class _r144_MoE(nn.Module):
@@ -12640,7 +12658,7 @@ def moe_shards_stay_mapped(device):
 
     def step():  # compile one checkpoint of the sweep and check its output on a probe batch
         k = next(counter)
-        path = os.path.join(_r144_MOE_DIR, f"moe_{k}.pt")
+        path = os.path.join(_r144_MOE_DIR.name, f"moe_{k}.pt")
         sd = {"router": torch.randn(d, n_exp, generator=gen), "norm": torch.ones(d)}
         for e in range(n_exp):
             sd[f"experts.{e}"] = torch.randn(d, d, generator=gen)
@@ -13802,7 +13820,7 @@ def rpc_handler_arenas_keep_request_peaks(device):
 # Here an auto-tuner builds one candidate kernel library per tuning step (a copy of a prebuilt library
 # stands for the compiler's output), loads it with ctypes to check it, times the candidate's blocking and
 # keeps only the best; every candidate's library stays mapped although its kernel object was dropped.
-_r153_KERNEL_DIR = tempfile.TemporaryDirectory(prefix="r153_kernels_")
+_r153_KERNEL_DIR = _ScratchDir(prefix="r153_kernels_")
 
 
 def _r153_prebuilt_library():
@@ -14347,7 +14365,7 @@ def raw_recording_memmap_pages_kept(device):
 # Here each step is one short RL run of a sweep: the tool opens the run's three logs, the run trains a
 # small bandit policy for a few updates and writes its logs, and the stop routine marks it stopped; the
 # run states stay in the tool's registry (for status queries) with their handles still open.
-_r155_RUN_ROOT = tempfile.TemporaryDirectory(prefix="r155_rl_runs_")  # removed at exit
+_r155_RUN_ROOT = _ScratchDir(prefix="r155_rl_runs_")  # removed at exit
 
 
 class _r155_RunState:
@@ -16303,7 +16321,7 @@ def fx_traced_basis_per_conversion(device):
 # the simulator writes, and `with` ends the episode, unlinking the files; as in holodeck the env's exit
 # handler is registered with atexit, so every env's blocks keep their mappings of deleted files (and
 # the descriptor Python's mmap holds for each).
-_r165_SHM_ROOT = tempfile.TemporaryDirectory(
+_r165_SHM_ROOT = _ScratchDir(
     prefix="r165_holodeck_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)  # removed at exit
 
 
@@ -16564,7 +16582,7 @@ class _r165_EmbeddingsModule(nn.Module):
         return {"embeddings": self.backbone(data), "targets": targets, "metadata": metadata}
 
 
-_r165_EMBEDDINGS_ROOT = tempfile.TemporaryDirectory(prefix="r165_embeddings_")  # removed at exit
+_r165_EMBEDDINGS_ROOT = _ScratchDir(prefix="r165_embeddings_")  # removed at exit
 
 
 def predict_loop_keeps_written_embeddings(device):
@@ -18659,7 +18677,7 @@ def dut_edge_callback_refs_never_released(device):
 # segments into one and deletes them, and a reader that mmaps every live segment is opened per refresh;
 # the index keeps each refresh's reader as a point-in-time view for a "scroll" nobody closes, so the
 # mappings of the deleted segment files pile up.
-_r175_INDEX_ROOT = tempfile.TemporaryDirectory(prefix="r175_segments_")  # removed at exit
+_r175_INDEX_ROOT = _ScratchDir(prefix="r175_segments_")  # removed at exit
 
 
 class _r175_SegmentReader:
@@ -18747,7 +18765,7 @@ def segment_readers_keep_deleted_mappings(device):
 # writes a small "call file" with the step's metrics into a temporary file made by mkstemp, reopens it by
 # its path to write, and moves it into the spool directory, where the bridge picks it up and deletes it;
 # the descriptor mkstemp opened is never closed.
-_r175_SPOOL_ROOT = tempfile.TemporaryDirectory(prefix="r175_spool_")  # removed at exit
+_r175_SPOOL_ROOT = _ScratchDir(prefix="r175_spool_")  # removed at exit
 
 
 class _r175_CallFile:
