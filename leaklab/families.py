@@ -440,10 +440,10 @@ def _finished_threads(e: Evidence) -> str | None:
     """Thread objects kept while no thread grows: their threads have exited (or never started), so
     joining fixes nothing; a container keeps the objects, and what each one's target referred to."""
     held = e.held
-    if held is None or held.kind != "thread" or "threads" in e.growing:
-        return None
     box = _first(e.links, lambda link: link.kind == "container")
-    return f"a {box.type.split(' ')[0] if box else 'holder'} ({(box.name if box else '') or e.root}) that keeps finished Thread objects"
+    if held is None or held.kind != "thread" or "threads" in e.growing or box is None:
+        return None
+    return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps finished Thread objects"
 
 
 def _resource(names: tuple[str, ...], why: str) -> Callable[[Evidence], str | None]:

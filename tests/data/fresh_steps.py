@@ -6015,7 +6015,6 @@ def workflow_threads_per_request(device):
 # (100+ in a ConcatDataset): the first file, opened only to read the dimension sizes, was never closed.
 # Fix (merged): close the first dataset after reading its dimension sizes (and each file opened for stats).
 _ACE_DIR = _ScratchDir(prefix="ace_forcing_")
-atexit.register(_ACE_DIR.cleanup)
 
 
 def _write_forcing_file(path, n_times, n_lat, n_lon):
@@ -6081,7 +6080,6 @@ def forcing_dataset_header_files_open(device):
 # whole run, so every page of it that a batch touched stayed resident and RAM kept growing.
 # Fix (in the PR, open): build the memmap inside the data loader, per batch, so the mapping is dropped.
 _TOKENS_DIR = _ScratchDir(prefix="llm_tokens_")
-atexit.register(_TOKENS_DIR.cleanup)
 
 
 def token_file_mapping_kept(device):
@@ -10914,7 +10912,6 @@ def dataset_dict_pages_stay_mapped(device):
 # standing in for HDF5's chunk cache) caches an open handle per trajectory file; the loader walks the
 # files in order, so every step opens one more.
 _r134_WELL_DIR = _ScratchDir(prefix="r134_well_")
-atexit.register(_r134_WELL_DIR.cleanup)  # removed at exit: nothing stays on disk
 
 
 class _r134_WellDataset(Dataset):

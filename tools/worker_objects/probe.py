@@ -184,18 +184,7 @@ if __name__ == "__main__":
         json.dump(res, f)
     print(a.spec, "steps", len(res["ends"]), "children", len(res["samples"]), "err", res["error"],
           "step_ms median %.2f" % (1000 * sorted(res["durs"])[len(res["durs"]) // 2] if res["durs"] else -1))
-    import psutil  # end the children this run started (by pid), then leave without joining pools
-    kids = psutil.Process().children(recursive=True)
-    for c in kids:
-        try:
-            c.terminate()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(kids, timeout=3)
-    for c in kids:
-        try:
-            c.kill()
-        except psutil.Error:
-            pass
+    from leaklab.children import stop_children  # end the children this run started, then leave without joining pools
+    stop_children(set(), wait=0, grace=3)
     sys.stdout.flush()
     os._exit(0)
