@@ -27,6 +27,7 @@ import functools
 import logging
 import os
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -260,7 +261,7 @@ def launch(nproc: int, argv: list[str]) -> int:
     """``leaklab check --nproc N ...``: ``python -m leaklab ...`` on ``nproc`` ranks of this
     machine through torch's own elastic launcher (as ``torchrun --standalone`` does); the merged
     exit code every rank answered with (:func:`leaklab.ranks.launcher_code`)."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -270,8 +271,13 @@ def launch(nproc: int, argv: list[str]) -> int:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     if nproc > 1:  # as torchrun does: the ranks share the machine's cores
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # The launcher's log directory (each rank's error file) in one the check removes: left to
+    # itself, the launcher makes a torchelastic_* directory in the temp directory on every launch
+    # and never removes it.
+    logs = tempfile.TemporaryDirectory(prefix="leaklab-ranks-")
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1)
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
+                          logs_specs=DefaultLogsSpecs(log_dir=logs.name))
     try:
         elastic_launch(config, sys.executable)("-m", "leaklab", *argv)
     except ChildFailedError as exc:
@@ -282,4 +288,6 @@ def launch(nproc: int, argv: list[str]) -> int:
     except SignalException as exc:  # Ctrl-C or SIGTERM: the launcher has stopped every rank
         print(f"leaklab: interrupted: {exc.sigval.name} (every rank was stopped)", file=sys.stderr, flush=True)
         return EXIT_STEP_FAILED
+    finally:
+        logs.cleanup()
     return 0

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -35,15 +36,25 @@ def _ours(process, token):
         return False
 
 
+def _left_in(scratch, command):
+    """What ``command`` left in its temp directory: torch's per-user compile cache, which importing
+    torch makes, is torch's; so is torchrun's own log directory when torchrun launched it."""
+    theirs = ("torchinductor_", "torchelastic_") if command[:3] == TORCHRUN[:3] else ("torchinductor_",)
+    return sorted(name for name in os.listdir(scratch) if not name.startswith(theirs))
+
+
 def run(command, **env):
-    """``command`` from the checkout's root; afterwards, no process it started may be running."""
+    """``command`` from the checkout's root, with a temp directory of its own; afterwards, no
+    process it started may be running and nothing may be left in that directory."""
     token = uuid.uuid4().hex
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "LEAKLAB_TEST_TOKEN": token, **env})
-    deadline = time.monotonic() + 2.0  # a rank the launcher just stopped may take a moment to be reaped
-    while (left := [p for p in psutil.process_iter() if _ours(p, token)]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left, f"left behind: {[' '.join(p.cmdline()) for p in left]}"
+    with tempfile.TemporaryDirectory(prefix="leaklab-test-") as scratch:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240,
+                              env={**os.environ, "LEAKLAB_TEST_TOKEN": token, "TMPDIR": scratch, **env})
+        deadline = time.monotonic() + 2.0  # a rank the launcher just stopped may take a moment to be reaped
+        while (left := [p for p in psutil.process_iter() if _ours(p, token)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not left, f"left behind: {[' '.join(p.cmdline()) for p in left]}"
+        assert not _left_in(scratch, command), f"left in the temp directory: {_left_in(scratch, command)}"
     return done
 
 
