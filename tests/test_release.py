@@ -3,6 +3,7 @@ stopped at once instead of after torch's join timeout; no other worker is touche
 
 import gc
 import sys
+import tempfile
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -30,7 +31,9 @@ def failed_epoch(kept):
     return batches._workers
 
 
-def test_workers_of_an_iterator_stuck_in_its_shutdown_are_stopped_and_nothing_is_said(monkeypatch):
+def test_workers_of_an_iterator_stuck_in_its_shutdown_are_stopped_and_nothing_is_said(monkeypatch, tmp_path):
+    # each stopped worker leaves its multiprocessing temp directory: in the test's own, removed by pytest
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     unraisable = []  # an error raised in __del__ (torch's SIGCHLD handler: "worker killed by signal")
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     kept = []
@@ -60,3 +63,46 @@ def test_workers_of_a_live_loader_are_not_touched():
         gc.collect()
     assert stopped == [] and all(worker.is_alive() for worker in batches._workers)
     del batches, loader
+
+
+
+class CachingImages(Dataset):
+    def __init__(self):
+        self.cache = {}  # filled in each worker: the workers' memory grows
+
+    def __len__(self):
+        return 100_000
+
+    def __getitem__(self, index):
+        self.cache[index] = bytearray(64 * 1024)
+        return torch.full((3, 16, 16), float(index))  # sent through shared memory: each worker opens its temp directory
+
+
+def test_a_checked_steps_loader_is_shut_down_as_a_plain_program_shuts_it_down(tmp_path, monkeypatch):
+    """A leaking step that keeps its DataLoader's iterator, checked with default settings: on
+    release the workers exit by themselves, as when a program drops the iterator, and leave
+    nothing in the temp directory. The naming's garbage still referred to the step when it was
+    dropped, so the iterator was freed by the collector after its index queues' finalizers had
+    stopped them: the stop signal never left, the workers were terminated, and each left its
+    multiprocessing temp directory (pymp-*) behind."""
+    import leaklab
+    from leaklab import release
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # inherited by the workers, forked after
+    stopped = []
+    watch = release._watch
+    monkeypatch.setattr(release, "_watch", lambda thread, done, pids: (watch(thread, done, pids), stopped.extend(pids)))
+
+    def factory(device):
+        batches = iter(DataLoader(CachingImages(), batch_size=8, num_workers=2, multiprocessing_context="fork"))
+        records = []
+
+        def step():
+            records.append({"mean": next(batches).mean().item()})
+            return records[-1]
+        return step
+
+    report = leaklab.run_factory(factory, "cpu")
+    assert report.verdict == "grows", report.summary()
+    assert stopped == [], "the workers had to be stopped"
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("pymp-")) == []
