@@ -9,8 +9,10 @@ it. That is torch's own order of work, and the harness's release would wait it o
 such iterator (over a minute for ``dataloader_exception_workers``).
 
 So while the step is dropped, a thread watches the releasing thread: once it has been inside one
-iterator's ``_shutdown_workers`` for :data:`PATIENCE`, that iterator's live workers are
-terminated, as torch's ``finally`` would do seconds later. Nothing else is stopped: a worker of a
+iterator's ``_shutdown_workers`` for :data:`PATIENCE` and the signal cannot reach the workers
+(:func:`_signal_lost`), that iterator's live workers are terminated, as torch's ``finally`` would
+do seconds later. Workers the signal reached are left to exit by themselves: a terminated one
+leaves its multiprocessing temp directory (``pymp-*``) behind. Nothing else is stopped: a worker of a
 loader that is not shutting down is never touched here (the children a step leaves running are
 counted after the release, as before). torch's SIGCHLD handler does not report a worker ended
 by SIGTERM (torch 2.14.1; a test holds it), and were it to, it would raise inside that
@@ -29,8 +31,8 @@ from typing import Any
 
 from leaklab.timelimit import main_thread_signals
 
-PATIENCE = 0.2   # seconds inside one iterator's shutdown before its workers are stopped (a worker
-                 # that receives the stop signal exits in milliseconds)
+PATIENCE = 0.2   # seconds inside one iterator's shutdown before workers its stop signal cannot reach
+                 # are stopped
 POLL = 0.05
 
 
@@ -59,13 +61,26 @@ def _watch(thread: int, done: threading.Event, stopped: list[int]) -> None:
         if iterator is not waiting:
             waiting, since = iterator, time.monotonic()
             continue
-        if iterator is not None and time.monotonic() - since >= PATIENCE:
+        if iterator is not None and time.monotonic() - since >= PATIENCE and _signal_lost(iterator):
             for worker in getattr(iterator, "_workers", ()):
                 with contextlib.suppress(Exception):
                     if worker.is_alive():
                         worker.terminate()
                         stopped.append(worker.pid)
             waiting = None
+
+
+def _signal_lost(iterator: Any) -> bool:
+    """Whether the stop signal can no longer reach the iterator's workers: an index queue whose
+    feeder thread has already ended (its finalizer ran first) keeps what is put in it. Where the
+    signal left, the workers are exiting by themselves, which takes longer than :data:`PATIENCE`
+    for a worker with a large heap or a batch still in hand: they are left to it (torch's own
+    join timeout bounds the wait), so that each exits as it would without the check."""
+    try:
+        threads = [queue._thread for queue in iterator._index_queues]
+    except Exception:  # noqa: BLE001 - a half-collected iterator: its signal cannot be sent either
+        return True
+    return any(thread is not None and not thread.is_alive() for thread in threads)
 
 
 def _shutting_down(frame: FrameType | None) -> Any:

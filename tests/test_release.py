@@ -2,8 +2,10 @@
 stopped at once instead of after torch's join timeout; no other worker is touched."""
 
 import gc
+import multiprocessing.util
 import sys
 import tempfile
+import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -105,4 +107,24 @@ def test_a_checked_steps_loader_is_shut_down_as_a_plain_program_shuts_it_down(tm
     report = leaklab.run_factory(factory, "cpu")
     assert report.verdict == "grows", report.summary()
     assert stopped == [], "the workers had to be stopped"
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("pymp-")) == []
+
+
+def _slow_exit(worker_id):
+    # the worker's own exit handlers take a while (a large heap, files to flush): it has the stop signal
+    multiprocessing.util.Finalize(None, time.sleep, args=(0.6,), exitpriority=10)
+
+
+def test_workers_that_got_the_stop_signal_are_left_to_exit_however_long_it_takes(tmp_path, monkeypatch):
+    """Workers that received the stop signal and take longer than the watcher's patience to exit
+    are not stopped: they exit by themselves, and leave nothing in the temp directory."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    batches = iter(DataLoader(CachingImages(), batch_size=8, num_workers=2, multiprocessing_context="fork",
+                              worker_init_fn=_slow_exit))
+    next(batches)
+    workers = list(batches._workers)
+    with stuck_workers_stopped() as stopped:
+        del batches  # its last reference: torch sends the stop signal, then joins the workers
+    assert not any(worker.is_alive() for worker in workers)
+    assert stopped == [], "workers that had the stop signal were stopped"
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("pymp-")) == []
