@@ -274,20 +274,18 @@ def launch(nproc: int, argv: list[str]) -> int:
     # The launcher's log directory (each rank's error file) in one the check removes: left to
     # itself, the launcher makes a torchelastic_* directory in the temp directory on every launch
     # and never removes it.
-    logs = tempfile.TemporaryDirectory(prefix="leaklab-ranks-")
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                          logs_specs=DefaultLogsSpecs(log_dir=logs.name))
-    try:
-        elastic_launch(config, sys.executable)("-m", "leaklab", *argv)
-    except ChildFailedError as exc:
-        code, line = ranks.launcher_code({rank: failure.exitcode for rank, failure in exc.failures.items()}, nproc)
-        if line:
-            print(f"leaklab: {line}", file=sys.stderr, flush=True)
-        return code
-    except SignalException as exc:  # Ctrl-C or SIGTERM: the launcher has stopped every rank
-        print(f"leaklab: interrupted: {exc.sigval.name} (every rank was stopped)", file=sys.stderr, flush=True)
-        return EXIT_STEP_FAILED
-    finally:
-        logs.cleanup()
+    with tempfile.TemporaryDirectory(prefix="leaklab-ranks-") as logs:
+        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
+                              rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
+                              logs_specs=DefaultLogsSpecs(log_dir=logs))
+        try:
+            elastic_launch(config, sys.executable)("-m", "leaklab", *argv)
+        except ChildFailedError as exc:
+            code, line = ranks.launcher_code({rank: failure.exitcode for rank, failure in exc.failures.items()}, nproc)
+            if line:
+                print(f"leaklab: {line}", file=sys.stderr, flush=True)
+            return code
+        except SignalException as exc:  # Ctrl-C or SIGTERM: the launcher has stopped every rank
+            print(f"leaklab: interrupted: {exc.sigval.name} (every rank was stopped)", file=sys.stderr, flush=True)
+            return EXIT_STEP_FAILED
     return 0

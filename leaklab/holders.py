@@ -119,10 +119,11 @@ class _Roots:
         self.own_frames = own
         me = threading.get_ident()
         threads = {t.ident: t.name for t in threading.enumerate()}
+        # Other threads' frames only: a local bound to this frame would tie it into a cycle with
+        # itself, and with it every caller's frame up to the check's, the step in their locals.
+        others = {ident: top for ident, top in sys._current_frames().items() if ident != me}
         self.thread_frames: dict[int, str] = {}
-        for ident, frame in sys._current_frames().items():
-            if ident == me:
-                continue
+        for ident, frame in others.items():
             while frame is not None:
                 self.thread_frames[id(frame)] = f"thread {threads.get(ident, ident)!r}"
                 frame = frame.f_back
@@ -134,8 +135,7 @@ class _Roots:
             if id(frame) in self.stack and frame.f_code.co_name != "<module>":  # a module's are its globals
                 self._locals(frame, "local variable", f"{frame.f_code.co_name}(): ")
             frame = frame.f_back
-        for ident, top in sys._current_frames().items():
-            frame = top if ident != me else None
+        for ident, frame in others.items():
             while frame is not None:
                 self._locals(frame, "thread frame", f"thread {threads.get(ident, ident)!r} in {frame.f_code.co_name}(): ")
                 frame = frame.f_back

@@ -659,14 +659,6 @@ def _release(run: _Run) -> dict[str, int]:
     """The step dropped and its memory read again (after a full collection where anything seems to
     have stayed); returns that reading."""
     probe = run.probe
-    if live_children():
-        # A step with child processes is dropped by its last reference, after the garbage that
-        # still refers to it (the naming's, frozen with everything else or made since): freed by
-        # the collector instead, a DataLoader iterator goes after its index queues' finalizers
-        # have run, so its workers never get the stop signal and are terminated, each leaving
-        # its multiprocessing temp directory (pymp-*). Two full collections: only where it matters.
-        probe.unfreeze()
-        probe.settle()
     with stuck_workers_stopped():
         run.step = None
         probe.settle(clear_workspaces=True)

@@ -54,7 +54,8 @@ def run(command, **env):
         while (left := [p for p in psutil.process_iter() if _ours(p, token)]) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not left, f"left behind: {[' '.join(p.cmdline()) for p in left]}"
-        assert not _left_in(scratch, command), f"left in the temp directory: {_left_in(scratch, command)}"
+        left_files = _left_in(scratch, command)
+        assert not left_files, f"left in the temp directory: {left_files}"
     return done
 
 

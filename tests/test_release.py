@@ -67,7 +67,6 @@ def test_workers_of_a_live_loader_are_not_touched():
     del batches, loader
 
 
-
 class CachingImages(Dataset):
     def __init__(self):
         self.cache = {}  # filled in each worker: the workers' memory grows
@@ -83,9 +82,10 @@ class CachingImages(Dataset):
 def test_a_checked_steps_loader_is_shut_down_as_a_plain_program_shuts_it_down(tmp_path, monkeypatch):
     """A leaking step that keeps its DataLoader's iterator, checked with default settings: on
     release the workers exit by themselves, as when a program drops the iterator, and leave
-    nothing in the temp directory. The naming's garbage still referred to the step when it was
-    dropped, so the iterator was freed by the collector after its index queues' finalizers had
-    stopped them: the stop signal never left, the workers were terminated, and each left its
+    nothing in the temp directory. The holder walk's roots kept a local bound to their own frame,
+    a cycle that held every caller's frame up to the check's, the step in their locals: the step
+    and its iterator were freed by the collector after the iterator's index queues' finalizers
+    had stopped them, the stop signal never left, the workers were terminated, and each left its
     multiprocessing temp directory (pymp-*) behind."""
     import leaklab
     from leaklab import release
