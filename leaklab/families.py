@@ -477,7 +477,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("dataloader_workers",), "workers", _loader_workers),
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("cyclic_garbage",), "garbage", _collector_keeps, specific=True),
-    Rule(("cyclic_garbage",), "garbage", _collector_off),
+    Rule(("cyclic_garbage",), "garbage", _collector_off, specific=True),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _module_hooks, specific=True),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),

@@ -270,7 +270,8 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
     named only for a check of several ranks, unless the same specific rule decided both (a list
     of finished async handles is that, on one rank or many); a registry's entry only where the
     registry keeps the same kind of object (models are not loggers); an entry whose autograd graph
-    grows in another shape (a running sum is not an EMA of the weights)."""
+    grows in another shape (a running sum is not an EMA of the weights). An entry whose catalog
+    metadata says it answers the specific rule that decided comes first."""
     if mine is None or mine.families == ():
         return []
     entries = load_entries() if entries is None else entries
@@ -307,10 +308,14 @@ def resemble(mine: Signature | None, entries: list[dict[str, Any]] | None = None
         score = similarity(mine, Signature.from_json(entry["signature"]))
         if score > best.get(entry["slug"], (-1.0, None))[0]:
             best[entry["slug"]] = (score, entry)
-    ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]["slug"]))
+    # An entry that answers the specific rule which decided (its ``answers``: evidence its own run
+    # cannot show, such as a program that turned the collector off) comes first, however unlike its run.
+    def answers(entry: dict[str, Any]) -> bool:
+        return mine.rule is not None and mine.rule in entry.get("answers", ())
+    ranked = sorted(best.values(), key=lambda item: (not answers(item[1]), -item[0], item[1]["slug"]))
     return [Resemblance(entry["slug"], entry.get("title", ""), entry.get("family", ""), entry.get("fix", ""),
                         round(score, 3), mine.why or "")
-            for score, entry in ranked[:shown] if score >= close]
+            for score, entry in ranked[:shown] if score >= close or answers(entry)]
 
 
 __all__ = ["CLOSE_ENOUGH", "FAMILY_CLOSE", "Resemblance", "Signature", "load_entries", "redecide", "resemble", "signature", "similarity"]

@@ -21,6 +21,7 @@ import torch
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from leaklab.families import RULES
 from leaklab.report import Report, failed_at, report_from_json
 from leaklab.resources import NAMES as RESOURCES
 from leaklab.resources import Resource, defaults, device_type
@@ -218,6 +219,11 @@ def load_case(toml_path: Path) -> Case:
         for name in meta.get(key, []):
             if name not in RESOURCES:
                 raise CaseError(f"{toml_path}: {key} names {name!r}, not a resource ({', '.join(RESOURCES)})")
+    specific = {rule.test.__name__ for rule in RULES if rule.specific and meta["family"] in rule.families}
+    for name in meta.get("answers", []):
+        if name not in specific:
+            raise CaseError(f"{toml_path}: answers names {name!r}, not a specific rule of family {meta['family']} "
+                            f"in leaklab.families ({', '.join(sorted(specific)) or 'none'})")
     for device, roles in meta["expect"].items():
         for role, expectation in roles.items():
             if device not in ("cpu", "cuda") or role not in ROLES:

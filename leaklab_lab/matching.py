@@ -64,6 +64,7 @@ def catalog_signatures(cases: list[Case], results: list[tuple[str, dict[str, Any
                 continue
             entries.append({"slug": case.slug, "title": case.meta["title"], "family": case.family.name, "fix": fix_line(case),
                             "device": device, "signature": found.to_json(), "devices": case.devices,
+                            **({"answers": case.meta["answers"]} if case.meta.get("answers") else {}),
                             # whether its run named a holder chain (runs made before chains did not)
                             "chains": leak.holder is not None or leak.holder_missing is not None})
     return {"generated_from": sorted(name for name in FIGURE_SOURCES.values() if name in by_name), "entries": entries}

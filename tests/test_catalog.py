@@ -359,3 +359,17 @@ def test_a_results_file_is_labelled_with_the_card_that_ran_it():
     assert where("NVIDIA H200", "cuda") == "H200 (torch 2.11.0)"
     assert where("NVIDIA A100-SXM4-80GB", "cuda") == "GPU (torch 2.11.0)"
     assert where("Intel(R) Xeon(R) Processor", "cpu") == "CPU (torch 2.11.0)"
+
+
+def test_a_case_answers_only_specific_rules_of_its_own_family(tmp_path):
+    for folder in ("cases", "fixes"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(ROOT / folder / "cyclic_garbage.py", tmp_path / folder)
+    toml = (ROOT / "cases" / "cyclic_garbage.toml").read_text()
+    assert 'answers = ["_collector_off"]' in toml
+    for wrong in ("_lru", "_no_such_rule", "_graph"):
+        (tmp_path / "cases" / "cyclic_garbage.toml").write_text(toml.replace('"_collector_off"', f'"{wrong}"'))
+        with pytest.raises(CaseError, match="answers names"):
+            load_case(tmp_path / "cases" / "cyclic_garbage.toml")
+    (tmp_path / "cases" / "cyclic_garbage.toml").write_text(toml)
+    assert load_case(tmp_path / "cases" / "cyclic_garbage.toml").meta["answers"] == ["_collector_off"]

@@ -329,3 +329,27 @@ def test_a_checked_runs_growing_graph_is_named_by_its_shape_in_its_chain_and_sig
         assert report.verdict == "grows", report.summary()
         assert report.holder[-1]["kind"] == "graph" and report.holder[-1]["type"].endswith(f", {words}"), report.holder
         assert signature(report).graph == shape
+
+
+def test_an_entry_that_answers_the_rule_that_decided_is_named_first_however_unlike_its_run():
+    """A program that turned its collector off and keeps no holder (rounds 11 to 18: six steps, each
+    read as cyclic_garbage by its writer) is answered by cyclic_garbage, whose own run keeps records
+    in a list and so is unlike it: the entry's metadata says so (``answers``), its run cannot show it."""
+    from leaklab.signature import Signature, resemble
+
+    off = Signature({"python_objects": 2.0}, "python_objects", "garbage", None, families=("cyclic_garbage",),
+                    rule="_collector_off", collector_off=True)
+    records = Signature({"host_heap": 5.0, "python_objects": 0.7}, "host_heap", "container", "object",
+                        families=("registry_keeps_objects",), kept="StepRecord", box="list")
+    assert resemble(off, [_entry("cyclic_garbage", "cyclic_garbage", records)], device="cpu") == []
+    named = resemble(off, [_entry("cyclic_garbage", "cyclic_garbage", records, answers=["_collector_off"])], device="cpu")
+    assert [r.slug for r in named] == ["cyclic_garbage"] and named[0].score < 0.45
+    # another specific rule of the family (gc.garbage kept) is not answered by it
+    saved = Signature({"python_objects": 2.0}, "python_objects", "garbage", None, families=("cyclic_garbage",),
+                      rule="_collector_keeps")
+    assert resemble(saved, [_entry("cyclic_garbage", "cyclic_garbage", records, answers=["_collector_off"])], device="cpu") == []
+
+
+def test_the_catalogs_cyclic_garbage_entry_answers_a_program_with_its_collector_off():
+    entry = next((e for e in load_entries() if e["slug"] == "cyclic_garbage"), None)
+    assert entry is not None and "_collector_off" in entry.get("answers", [])
