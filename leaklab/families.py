@@ -27,6 +27,7 @@ class Evidence:
     garbage: bool = False         # cyclic garbage every step
     rates: Mapping[str, float] = field(default_factory=dict)   # resource -> log10 of its growth a step
     collector_off: bool = False   # the program turned the garbage collector off (read uncollected)
+    flat: frozenset[str] = frozenset()   # watched resources that stayed bounded (not merely unwatched)
 
     @property
     def links(self) -> list[Link]:
@@ -359,6 +360,18 @@ def _queued_for_process(e: Evidence) -> str | None:
     return f"a {link.type.split(' ')[0]} ({link.name or e.root}) whose items another process never takes" if link else None
 
 
+def _copy_on_write(e: Evidence) -> str | None:
+    """Growth in a DataLoader's workers' unique memory while their resident memory stays flat: they
+    make nothing new, they copy the pages they share with this process as they write to them (the
+    reference counts of a dataset's Python objects), persistent workers or not. Where their resident
+    memory grows too, or was not watched, a worker makes memory of its own (a cache)."""
+    if e.headline != "worker_memory" or "worker_resident" not in e.flat:
+        return None
+    link = _first(e.links, lambda link: "torch.utils.data" in link.type)
+    return ("a DataLoader's workers copy the pages they share with this process as they touch them (copy-on-write): "
+            "their unique memory grows, their resident memory does not") if link else None
+
+
 def _persistent_workers(e: Evidence) -> str | None:
     """Growth in the workers of a DataLoader with persistent workers (its iterator says so, or the
     DataLoader keeps one, ``._iterator``, which it does only with ``persistent_workers=True``):
@@ -473,6 +486,7 @@ def _heap(e: Evidence) -> str | None:
 # from the resource: a hook dict is a hook dict whatever memory it fills.
 RULES: tuple[Rule, ...] = (
     Rule(("processes",), "workers", _own_processes, specific=True),
+    Rule(("dataloader_workers",), "workers", _copy_on_write, specific=True),
     Rule(("dataloader_workers",), "workers", _persistent_workers, specific=True),
     Rule(("dataloader_workers",), "workers", _loader_workers),
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),

@@ -526,15 +526,18 @@ def child_pids(pid: int | None = None) -> list[int]:
     return found + [grandchild for child in found for grandchild in child_pids(child)]
 
 
-def worker_uss_bytes(pids: list[int] | None = None) -> int:
-    """Sum of the unique memory (USS) of this process's live descendants (or of ``pids``)."""
-    total = 0
+def worker_memory_bytes(pids: list[int] | None = None) -> tuple[int, int]:
+    """Sums of the unique (USS) and the resident (RSS) memory of this process's live descendants
+    (or of ``pids``), from one read of each one's memory maps."""
+    unique = resident = 0
     for pid in child_pids() if pids is None else pids:
         try:
-            total += psutil.Process(pid).memory_full_info().uss
+            info = psutil.Process(pid).memory_full_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-    return total
+        unique += info.uss
+        resident += info.rss
+    return unique, resident
 
 
 try:
@@ -604,11 +607,18 @@ class Reading:
         self._children: list[int] | None = None
         self._cuda: dict[str, Any] | None = None
         self._statm: tuple[int, int] | None = None
+        self._workers: tuple[int, int] | None = None
 
     def children(self) -> list[int]:
         if self._children is None:
             self._children = child_pids()
         return self._children
+
+    def workers(self) -> tuple[int, int]:
+        """The children's unique and resident memory (see :func:`worker_memory_bytes`), read once."""
+        if self._workers is None:
+            self._workers = worker_memory_bytes(self.children())
+        return self._workers
 
     def cuda_stats(self) -> dict[str, Any]:
         if self._cuda is None:
@@ -825,5 +835,5 @@ def format_exception(exc: BaseException) -> str:
 __all__ = [
     "Garbage", "HOST_HEAP_SOURCE", "LiveTensorBytes", "Probe", "Reading", "cuda_usable", "dense_parts", "device_counters",
     "host_heap_bytes", "is_user_file", "live_children", "pinned_host_bytes", "storage_key", "user_stack",
-    "warm_up_cuda", "worker_uss_bytes",
+    "warm_up_cuda", "worker_memory_bytes",
 ]

@@ -32,7 +32,6 @@ from leaklab.measure import (
     pinned_host_bytes,
     resident_anonymous_bytes,
     thread_count,
-    worker_uss_bytes,
 )
 
 KiB = 1024
@@ -158,7 +157,11 @@ def _host_rss(reading: Reading) -> int:
 
 
 def _worker_memory(reading: Reading) -> int:
-    return worker_uss_bytes(reading.children())
+    return reading.workers()[0]
+
+
+def _worker_resident(reading: Reading) -> int:
+    return reading.workers()[1]
 
 
 def _shared_memory(reading: Reading) -> int:
@@ -268,6 +271,17 @@ WORKER_MEMORY = Resource(
     # No long pass under the floor: a worker's copy-on-write touches of its dataset rise steadily
     # through a whole epoch (num_workers_gpu_memory's fix grew through a long pass, tried).
     exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=4 * MiB, budget=1 * GiB, release_tolerance=0, rank=4, holder="workers", capacity=_host_memory)
+# Shown, never judged: what it says is how workers' memory grows. A worker that writes to pages it
+# shares with this process (the reference counts of a dataset's Python objects) copies them: its
+# unique memory grows and its resident memory does not, the pages were resident already. A worker
+# that makes memory of its own (a cache) grows both: the catalog's cow_dataset_workers and
+# persistent_workers_cache runs show one each.
+WORKER_RESIDENT = Resource(
+    "worker_resident", "resident memory (RSS) of child processes: pages they share with this process count "
+    "as soon as they touch them",
+    "RSS of child processes (psutil), read with worker_memory", ("cpu", "cuda"), _worker_resident,
+    exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=None, release_tolerance=None, rank=15,
+    judged=False, holder="workers", capacity=_host_memory)
 CHILDREN = Resource(
     "children", "child processes of this process that are running (multiprocessing's own helpers left out)",
     "/proc/<pid>/task/<pid>/children and multiprocessing.active_children()", ("cpu", "cuda"), _children,
@@ -367,7 +381,7 @@ HOST_RSS = Resource(
     exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=2 * GiB, release_tolerance=None, rank=14,
     optional=True, capacity=_host_memory)
 
-ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, CHILDREN,
+ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, WORKER_RESIDENT, CHILDREN,
                              THREADS, MAPPED_FILES, MAPPED_FILE_BYTES, OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, CPU_TENSORS_PEAK, HOST_RSS)
 BY_NAME: dict[str, Resource] = {resource.name: resource for resource in ALL}
 NAMES: tuple[str, ...] = tuple(BY_NAME)

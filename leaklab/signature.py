@@ -25,7 +25,7 @@ from typing import Any
 from leaklab import resources as known
 from leaklab.chain import chain_from_json, graph_shape_of
 from leaklab.families import Evidence, decide
-from leaklab.verdict import GROWS, PLATEAU
+from leaklab.verdict import BOUNDED, GROWS, PLATEAU
 
 SIGNATURES_PATH = Path(__file__).with_name("catalog_signatures.json")
 ENTRY_PAGES = "docs/entries"        # each entry's own page, docs/entries/<slug>.md, relative to a leaklab checkout
@@ -61,11 +61,13 @@ class Signature:
     box: str | None = None                                   # the type of the container nearest what grew
     collector_off: bool = False                              # the program turned the garbage collector off
     graph: str | None = None                                 # what a growing autograd graph is (leaklab.chain.GRAPH_SHAPES)
+    flat: tuple[str, ...] = ()                               # watched resources that stayed bounded
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["families"] = list(self.families) if self.families is not None else None
-        for key in ("collector_off", "graph"):
+        data["flat"] = list(self.flat)
+        for key in ("collector_off", "graph", "flat"):
             if not data[key]:
                 del data[key]  # as signatures were before it was kept
         return data
@@ -75,7 +77,7 @@ class Signature:
         families = data.get("families")
         return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule", "box", "graph")},
                    grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")),
-                   collector_off=bool(data.get("collector_off")),
+                   collector_off=bool(data.get("collector_off")), flat=tuple(data.get("flat") or ()),
                    families=tuple(families) if families is not None else None, ranks=int(data.get("ranks") or 1))
 
 
@@ -111,9 +113,10 @@ def evidence(report: Any) -> Evidence:
     if report.holder is not None or report.holder_missing is not None:
         chain = chain_from_json(report.holder, report.holder_missing)
     growing = frozenset(name for name, result in report.resources.items() if result.verdict == report.verdict)
+    flat = frozenset(name for name, result in report.resources.items() if result.verdict == BOUNDED)
     objects = (report.garbage or {}).get("objects") or []
     garbage = bool(objects) and sorted(objects)[len(objects) // 2] > 0
-    return Evidence(chain, report.resource, growing, garbage, _rates(report, growing), report.collector_off)
+    return Evidence(chain, report.resource, growing, garbage, _rates(report, growing), report.collector_off, flat)
 
 
 def _rates(report: Any, growing: frozenset[str]) -> dict[str, float]:
@@ -143,7 +146,7 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
                      decision.why, decision.bounded, decision.kept, ranks, decision.rule, _box(found),
-                     found.collector_off, _graph_shape(found))
+                     found.collector_off, _graph_shape(found), tuple(sorted(found.flat)))
 
 
 def _graph_shape(found: Evidence) -> str | None:
@@ -157,7 +160,7 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
     if holder is None and missing is None:
         return mine
     found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage, mine.grows,
-                     mine.collector_off)
+                     mine.collector_off, frozenset(mine.flat))
     decision = decide(found)
     return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
                    holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found),

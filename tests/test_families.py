@@ -288,6 +288,32 @@ def test_growth_in_the_workers_of_a_loader_that_keeps_its_iterator_is_persistent
     assert decide(Evidence(held, "worker_memory", frozenset({"worker_memory"}))).rule == "_persistent_workers"
 
 
+def test_workers_whose_unique_memory_grows_while_their_resident_memory_stays_copy_what_they_share():
+    """Five held-out steps whose workers read a dataset of Python objects (scans_dict_in_workers,
+    metadata_strings_in_workers, ...) through persistent workers were named after
+    persistent_workers_cache: writing a shared object's reference count copies its page, which was
+    resident already; a cache makes new pages. Only a resident memory watched and flat says so."""
+    workers = [("attribute", "._workers", "list", "container"), ("item", "[*]", "multiprocessing.context.ForkProcess", "object")]
+    persistent = _chain(("closure cell", "make_step.<locals>.loader", "torch.utils.data.dataloader.DataLoader", "object"),
+                        ("attribute", "._iterator", "torch.utils.data.dataloader._MultiProcessingDataLoaderIter", "object"),
+                        *workers)
+    each_epoch = _chain(("closure cell", "make_step.<locals>.batches",
+                         "torch.utils.data.dataloader._MultiProcessingDataLoaderIter", "object"), *workers)
+    grows = frozenset({"worker_memory"})
+    for chain in (persistent, each_epoch):
+        copied = decide(Evidence(chain, "worker_memory", grows, flat=frozenset({"worker_resident", "threads"})))
+        assert copied.families == ("dataloader_workers",) and copied.rule == "_copy_on_write", copied
+        assert "copy-on-write" in copied.why
+        # resident memory that grows too, or that was not watched, says nothing of the kind
+        assert decide(Evidence(chain, "worker_memory", grows | {"worker_resident"})).rule != "_copy_on_write"
+        assert decide(Evidence(chain, "worker_memory", grows, flat=frozenset({"threads"}))).rule != "_copy_on_write"
+    assert decide(Evidence(persistent, "worker_memory", grows | {"worker_resident"})).rule == "_persistent_workers"
+    # a pool's own processes are not a DataLoader's
+    pool = _chain(("closure cell", "make_step.<locals>.pool", "multiprocessing.pool.Pool", "object"),
+                  ("attribute", "._pool", "list", "container"), ("item", "[*]", "multiprocessing.context.ForkProcess", "object"))
+    assert decide(Evidence(pool, "worker_memory", grows, flat=frozenset({"worker_resident"}))).families == ("processes",)
+
+
 def test_an_lru_cache_that_keeps_models_is_the_cache():
     """Models kept as an lru_cache's arguments: the cache holds them, and its fix is the cache's
     (round 9's state_dict_fqn_cache_keeps_models was named a registry of models)."""

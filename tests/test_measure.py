@@ -101,8 +101,8 @@ def test_host_heap_sees_a_known_malloc_and_its_free():
 def test_probe_reads_every_cpu_resource():
     with Probe("cpu", resolve("cpu")) as probe:
         sample = probe.sample()
-    assert set(sample) == {"cpu_tensors", "host_heap", "worker_memory", "shared_memory", "children", "open_fds",
-                           "threads", "mapped_files", "mapped_file_bytes", "python_objects"}
+    assert set(sample) == {"cpu_tensors", "host_heap", "worker_memory", "worker_resident", "shared_memory", "children",
+                           "open_fds", "threads", "mapped_files", "mapped_file_bytes", "python_objects"}
     assert all(isinstance(v, int) and v >= 0 for v in sample.values())
 
 

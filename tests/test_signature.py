@@ -353,3 +353,11 @@ def test_an_entry_that_answers_the_rule_that_decided_is_named_first_however_unli
 def test_the_catalogs_cyclic_garbage_entry_answers_a_program_with_its_collector_off():
     entry = next((e for e in load_entries() if e["slug"] == "cyclic_garbage"), None)
     assert entry is not None and "_collector_off" in entry.get("answers", [])
+
+
+def test_the_catalogs_worker_entries_are_told_apart_by_what_their_workers_resident_memory_did():
+    """cow_dataset_workers' workers copy what they share (unique memory grows, resident memory does
+    not); persistent_workers_cache's make a cache of their own (both grow): on the CPU's run of each."""
+    rules = {entry["slug"]: entry["signature"].get("rule") for entry in load_entries() if entry["device"] == "cpu"}
+    assert rules["cow_dataset_workers"] == "_copy_on_write"
+    assert rules["persistent_workers_cache"] == "_persistent_workers"
