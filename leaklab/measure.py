@@ -70,6 +70,25 @@ _MALLINFO2 = _load_mallinfo2()
 HOST_HEAP_SOURCE = "glibc mallinfo2 (uordblks + hblkhd)" if _MALLINFO2 else "psutil USS (no glibc mallinfo2 here)"
 
 
+def _load_malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere).
+    A child forked later shares no free-but-resident heap page with this process then: a worker
+    that reused one would copy it, its unique memory growing while its resident memory does not,
+    which is what copy-on-write of the parent's objects looks like (results/worker-resident)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 def host_heap_bytes() -> int:
     """Bytes the process's C heap has handed out and not taken back."""
     if _MALLINFO2 is not None:
@@ -834,6 +853,6 @@ def format_exception(exc: BaseException) -> str:
 
 __all__ = [
     "Garbage", "HOST_HEAP_SOURCE", "LiveTensorBytes", "Probe", "Reading", "cuda_usable", "dense_parts", "device_counters",
-    "host_heap_bytes", "is_user_file", "live_children", "pinned_host_bytes", "storage_key", "user_stack",
+    "host_heap_bytes", "is_user_file", "release_free_heap", "live_children", "pinned_host_bytes", "storage_key", "user_stack",
     "warm_up_cuda", "worker_memory_bytes",
 ]

@@ -274,8 +274,9 @@ WORKER_MEMORY = Resource(
 # Shown, never judged: what it says is how workers' memory grows. A worker that writes to pages it
 # shares with this process (the reference counts of a dataset's Python objects) copies them: its
 # unique memory grows and its resident memory does not, the pages were resident already. A worker
-# that makes memory of its own (a cache) grows both: the catalog's cow_dataset_workers and
-# persistent_workers_cache runs show one each.
+# that makes memory of its own (a cache) grows both, unless it reuses free heap pages it inherited
+# resident (then it copies them too): the check gives the heap's free pages back before the factory
+# forks anything (leaklab.measure.release_free_heap). results/worker-resident has both readings.
 WORKER_RESIDENT = Resource(
     "worker_resident", "resident memory (RSS) of child processes: pages they share with this process count "
     "as soon as they touch them",

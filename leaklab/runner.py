@@ -40,7 +40,7 @@ import torch
 from leaklab import attribution, growth, holders, signature
 from leaklab import resources as known
 from leaklab.children import leave_to_process, stop_children
-from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children
+from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children, release_free_heap
 from leaklab.release import stuck_workers_stopped
 from leaklab.report import Report, ResourceResult, median_seconds
 from leaklab.series import Series, Step, call_step
@@ -459,6 +459,7 @@ def _run(factory: Factory, device: str, options: RunOptions, built: set[int]) ->
 def _build(factory: Factory, device: str) -> Step:
     """The step, built by ``factory(device)``; a factory that fails or returns no callable is bad
     input; Ctrl-C or SIGTERM while it runs is :class:`Interrupted`."""
+    release_free_heap()  # the workers it forks then copy only what they share (leaklab.resources.WORKER_RESIDENT)
     try:
         step = factory(device)
     except BadInput:

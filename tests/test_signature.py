@@ -357,7 +357,10 @@ def test_the_catalogs_cyclic_garbage_entry_answers_a_program_with_its_collector_
 
 def test_the_catalogs_worker_entries_are_told_apart_by_what_their_workers_resident_memory_did():
     """cow_dataset_workers' workers copy what they share (unique memory grows, resident memory does
-    not); persistent_workers_cache's make a cache of their own (both grow): on the CPU's run of each."""
-    rules = {entry["slug"]: entry["signature"].get("rule") for entry in load_entries() if entry["device"] == "cpu"}
-    assert rules["cow_dataset_workers"] == "_copy_on_write"
-    assert rules["persistent_workers_cache"] == "_persistent_workers"
+    not); persistent_workers_cache's make a cache of their own (both grow): on the CPU's run of each.
+    (The cow case's loader runs out during its long pass, before a holder chain is named, so its
+    family comes from the resource alone, not from _copy_on_write, which needs the DataLoader.)"""
+    cpu = {entry["slug"]: entry["signature"] for entry in load_entries() if entry["device"] == "cpu"}
+    assert "worker_resident" in cpu["cow_dataset_workers"].get("flat", [])
+    assert "worker_resident" not in cpu["persistent_workers_cache"].get("flat", [])
+    assert cpu["persistent_workers_cache"].get("rule") == "_persistent_workers"

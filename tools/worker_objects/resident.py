@@ -6,8 +6,12 @@ that makes memory of its own (a cache) should grow both. Two readings of the sam
 
 - ``plain``: the step in a plain process (no check), the workers' smaps_rollup read every 5 steps;
 - ``check``: the step under the check, as ``leaklab bench --matching`` runs it, with the
-  ``worker_resident`` resource (the workers' RSS, read with ``worker_memory``) that was tried at
-  the commit this file was added in, and reverted in the next.
+  ``worker_resident`` resource (the workers' RSS, read with ``worker_memory``).
+
+Under the check as it was when this file was added (c1a09d0), the caches' workers reused free heap
+pages they had inherited resident from the check's process, so their resident memory stayed flat as
+copy-on-write's does; the check now gives those pages back before the factory forks anything
+(leaklab.measure.release_free_heap). Each results file says the commit it was measured at.
 
 usage: PYTHONPATH=. python3 tools/worker_objects/resident.py plain|check NAME[,NAME...] OUT.json
 """
