@@ -70,7 +70,7 @@ class Watch:
     # ------------------------------------------------------------------ the block
     def __enter__(self) -> Watch:
         from leaklab import distributed
-        from leaklab.measure import Probe, live_children
+        from leaklab.measure import Probe, live_children, release_free_heap
         from leaklab.resources import resolve
         from leaklab.series import Series
 
@@ -81,6 +81,7 @@ class Watch:
             distributed.quiet_flight_recorder()
             self._ranks = distributed.Coordinator.start(self.device)
         self._children_before = {p.pid for p in live_children()}
+        release_free_heap()  # as a check does before its factory: workers forked in the block copy only what they share
         probe = Probe(self.device, resolve(self.device, tuple(self.options.resources)))
         self._budget = {r.name: self.options.budget.get(r.name, r.budget) for r in probe.watched}
         self._series = Series(probe.resources, self.options.steps + 1)

@@ -494,3 +494,18 @@ def test_cycles_a_program_with_its_collector_off_never_frees_grow_and_say_why():
     assert leak.per_step_bytes == 4096 * 4 and leak.collector_off
     assert "cyclic_garbage" in leak.summary() and "garbage collector off" in leak.summary()
     assert fix.verdict == BOUNDED and fix.collector_off and not fix.uncertain, fix.summary()
+
+
+def test_the_heaps_free_pages_go_back_before_the_factory_runs(monkeypatch):
+    """Workers the factory forks then share no free heap page with the check's process: their
+    resident memory says whether they copy what they share or make memory of their own."""
+    import leaklab.runner
+
+    calls = []
+    monkeypatch.setattr(leaklab.runner, "release_free_heap", lambda: calls.append("trimmed"))
+
+    def factory(device):
+        assert calls == ["trimmed"], "the factory ran before the heap's free pages went back"
+        return lambda: None
+
+    assert run_factory(factory, "cpu", RunOptions(steps=3, warmup=1)).verdict == "bounded"

@@ -107,3 +107,16 @@ def test_a_watched_loop_with_its_collector_off_keeps_its_cycles_and_says_so():
             gc.enable()
     assert report.verdict == "grows" and report.collector_off, report.summary()
     assert "garbage collector off" in report.summary()
+
+
+def test_a_watched_block_gives_the_heaps_free_pages_back_before_its_first_reading(monkeypatch):
+    """As a check does before its factory: workers forked in the block then share no free heap page
+    with this process, so their resident memory says whether they copy or make memory."""
+    import leaklab.measure
+
+    calls = []
+    monkeypatch.setattr(leaklab.measure, "release_free_heap", lambda: calls.append("trimmed"))
+    with leaklab.watch("cpu", warmup=1, steps=3) as w:
+        assert calls == ["trimmed"]
+        for _ in range(4):
+            w.step()
