@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import OUTSIDE, Chain, Link
+from leaklab.chain import GRAPHS_ONLY, OUTSIDE, Chain, Link
 
 
 @dataclass(frozen=True)
@@ -416,8 +416,19 @@ _CYCLES_HOLD = frozenset({"python_objects", "host_heap", "cpu_tensors", "device_
 def _collector_off(e: Evidence) -> str | None:
     """Growth with the program's garbage collector off and no holder a walk from it can find
     (what grew is reachable from no root: reference cycles only a collection would free)."""
-    if e.collector_off and not e.links and e.headline in _CYCLES_HOLD:
+    unreached = not e.links or e.links[0].what == GRAPHS_ONLY
+    if e.collector_off and unreached and e.headline in _CYCLES_HOLD:
         return "the program turned the garbage collector off, and no holder was found: reference cycles it never frees"
+    return None
+
+
+def _graph_cycle(e: Evidence) -> str | None:
+    """Tensors with autograd graphs that no Python root reaches: only graphs keep them, a reference
+    cycle through a graph that neither reference counting nor the collector frees."""
+    links = e.links
+    if links and links[0].what == GRAPHS_ONLY:
+        return ("tensors that only autograd graphs keep (no Python root reaches them): a reference cycle through "
+                "a graph, as backward(create_graph=True) into .grad or a Function that saves its own output makes")
     return None
 
 
@@ -492,6 +503,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("dataloader_workers", "processes"), "workers", _resource(_CHILDREN, "what grows lives in child processes")),
     Rule(("cyclic_garbage",), "garbage", _collector_keeps, specific=True),
     Rule(("cyclic_garbage",), "garbage", _collector_off, specific=True),
+    Rule(("cyclic_garbage",), "garbage", _graph_cycle),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _module_hooks, specific=True),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),

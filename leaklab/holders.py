@@ -37,6 +37,7 @@ from leaklab.attribution import _global_names, graph_shape, reachable_tensors
 from leaklab.chain import (
     FILE_MAPS,
     GRAPH_SHAPES,
+    GRAPHS_ONLY,
     OUTSIDE,
     Chain,
     Link,
@@ -405,7 +406,19 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
         return last_resort
     if frontier:
         return Chain([], _budget(deadline, len(parent)))
-    return Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")
+    return _graphs_only(grown) or Chain([], "not found: every path ends where Python cannot see (C++, the autograd graph)")
+
+
+def _graphs_only(grown: list[Any]) -> Chain | None:
+    """Where every path up from what grew ends in C++ and most of it is tensors that carry autograd
+    graphs, the graphs are what keeps them (a cycle through a graph): the chain says so, with the
+    tensor that grew. Tensors without a graph, or other objects, stay unexplained (a C registry)."""
+    tensors = [obj for obj in grown if type_name(obj) in _TENSORS]
+    graphed = [t for t in tensors if getattr(t, "grad_fn", None) is not None]
+    if not graphed or 2 * len(graphed) <= len(grown):
+        return None
+    return Chain([Link(GRAPHS_ONLY, "", "autograd graphs (C++): no Python root reaches what grew", "cycle"),
+                  Link(describe_tensor(graphed[0]), "", type_name(graphed[0]), kind_of(graphed[0]))])
 
 
 def _callback(obj: Any, parent: dict[int, Any]) -> bool:
@@ -506,6 +519,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     order = {kind: rank for rank, kind in enumerate(dict.fromkeys([*first, *_PRIORITY]))}
     ranked = sorted(grew, key=lambda name: (order.get(kind_of(by_type[name][-1]), len(order)), -grew[name]))[:3]
     chain = Chain([], "not found: nothing grew that Python can see")
+    graphs_only: Chain | None = None
     for name in ranked:
         found = by_type.pop(name)
         # A kept tensor with an autograd graph keeps more than itself (its graph's nodes): where
@@ -524,9 +538,11 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         # by_type's lists of the other types that grew are the census's, not holders: never walked
         chain = holder_chain(samples, named, [*ignore, before, after, by_type, found, *by_type.values()], seconds=left,
                              seeds=seeds)
-        if chain.found:
+        if chain.found and chain.links[0].what == GRAPHS_ONLY:
+            graphs_only = graphs_only or chain  # a last resort: another type's walk may name a root
+        elif chain.found:
             return chain
-    return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or chain
+    return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or graphs_only or chain
 
 
 def process_owners(pids: Iterable[int]) -> list[Any]:

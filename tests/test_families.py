@@ -477,3 +477,17 @@ def test_a_callable_in_a_tuple_is_a_caches_entry_not_a_registry_of_callbacks():
     assert decision.families == ("cache_by_argument",) and "linecache.cache" in decision.why
     listed = _chain(ROOT, ("grown", "[*]", "functools.partial", "callable"))  # a list of callables still is one
     assert decide(Evidence(listed, "python_objects", frozenset({"python_objects"}))).families == ("registered_callbacks",)
+
+
+def test_tensors_that_only_autograd_graphs_hold_are_a_cycle_unless_the_collector_is_off():
+    """The walk's last resort (leaklab.holders._graphs_only): tensors with graphs that no Python root
+    reaches. A program that turned its collector off is still told so first: its cycles through
+    Python objects end where the walk's do too."""
+    from leaklab.chain import GRAPHS_ONLY
+
+    chain = _chain((GRAPHS_ONLY, "", "autograd graphs (C++): no Python root reaches what grew", "cycle"),
+                   ("grown, with an autograd graph", "", "torch.Tensor", "tensor"))
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("cyclic_garbage",) and decision.rule is None
+    off = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}), collector_off=True))
+    assert off.families == ("cyclic_garbage",) and off.rule == "_collector_off"

@@ -9,7 +9,7 @@ import weakref
 
 import torch
 
-from leaklab.chain import OUTSIDE, Chain
+from leaklab.chain import OUTSIDE, Chain, Link
 from leaklab.families import Evidence, decide
 from leaklab.holders import holder_chain
 
@@ -471,3 +471,58 @@ def test_the_walks_budget_is_its_own_work_not_the_time_a_busy_machine_takes(monk
         KEPT.clear()
     assert chain.found, chain.missing
     assert _types(chain) == ["list", "list", "Thing"]
+
+
+def _create_graph_step(keep_records: list | None = None):
+    """A gradient penalty taken with backward(create_graph=True): every step's .grad carries a graph
+    that refers back to its parameter, a cycle through C++ that nothing in Python holds (torch warns
+    of it). ``keep_records``: a module global list that also gains an object every step."""
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
+    batch = torch.randn(16, 32)
+
+    def step():
+        loss = model(batch).pow(2).mean()
+        loss.backward(create_graph=True)  # LEAK: each parameter's .grad keeps a graph back to it
+        if keep_records is not None:
+            keep_records.append(Thing())
+    return step
+
+
+def test_tensors_that_only_their_autograd_graphs_hold_are_a_cycle_through_a_graph():
+    """hyperopt_runs_keep_create_graph_grads and four other held-out steps: every path up from the
+    tensors that grew ends in C++ ("every path ends where Python cannot see"), and they carry graphs:
+    the graphs keep them, a cycle through a graph (cyclic_garbage), not a registry nobody can name."""
+    import warnings
+
+    import leaklab
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own warning of this very cycle
+        report = leaklab.check(_create_graph_step(), steps=12, warmup=3)
+    assert report.verdict == "grows", report.summary()
+    assert report.holder and report.holder[0]["what"] == "held only through autograd graphs", report.holder_missing
+    assert report.holder[-1]["type"] == "torch.Tensor"
+    decision = decide(Evidence(Chain([Link(**link) for link in report.holder]), "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("cyclic_garbage",) and "cycle through a graph" in decision.why
+
+
+def test_a_root_found_for_another_type_that_grew_comes_before_the_autograd_graphs():
+    """The tensors held only by graphs are a last resort: where a module global also gains objects,
+    the walk from those names the list (the step's closure variable that the global is passed as)."""
+    import warnings
+
+    import leaklab
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = leaklab.check(_create_graph_step(KEPT), steps=12, warmup=3)
+    finally:
+        KEPT.clear()
+    assert report.verdict == "grows", report.summary()
+    assert report.holder and report.holder[0]["name"].endswith("keep_records"), report.holder
+
+
+def test_a_tensor_without_a_graph_that_nothing_in_python_holds_stays_unexplained():
+    chain = _frozen(lambda: _chain([torch.zeros(4)]))  # held by nothing but the walk's own list
+    assert not chain.found and "cannot see" in chain.missing
