@@ -114,6 +114,9 @@ def register(commands: Any) -> None:
     bench.add_argument("--rounds", type=_rounds, default=None, metavar="N[,N...]",
                        help="with --matching: only the held-out steps of these rounds; their rows replace those "
                             "of the same steps in --results where it exists, the other rows are kept")
+    bench.add_argument("--steps", type=_steps, default=None, metavar="NAME[,NAME...]",
+                       help="with --matching: only these held-out steps (rows measured again after a change made "
+                            "on them); their rows replace those of the same steps in --results, as with --rounds")
     bench.add_argument("--models", action="store_true",
                        help="instead: the check's cost on the real-model corpus (real_models/), each step checked "
                             "against the same steps run bare, as a ratio within one run (the models extra)")
@@ -302,6 +305,13 @@ def _rounds(text: str) -> set[int]:
     return rounds
 
 
+def _steps(text: str) -> set[str]:
+    steps = {part.strip() for part in text.split(",") if part.strip()}
+    if not steps:
+        raise argparse.ArgumentTypeError(f"steps are names separated by commas, not {text!r}")
+    return steps
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from leaklab_lab import timing
 
@@ -312,12 +322,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from leaklab_lab.results import ResultsError, load_results
 
         before = None
-        if args.rounds and args.results and os.path.exists(args.results):
+        if (args.rounds or args.steps) and args.results and os.path.exists(args.results):
             try:  # read before anything runs: a broken file is bad input, not minutes of checks lost
                 before = load_results(args.results)
             except ResultsError as exc:
                 raise BadInput(f"--results: {exc}") from exc
-        summary = fresh_steps(device, rounds=args.rounds, progress=lambda name, row: print(
+        summary = fresh_steps(device, rounds=args.rounds, steps=args.steps, progress=lambda name, row: print(
             f"{name:32} {row['family']:24} first: {(row['suggested'] or [['nothing close']])[0][0]}", flush=True))
         if before is not None:
             summary, args.note = merged_rows(before, summary, args.note)

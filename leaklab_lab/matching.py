@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from leaklab.report import Report, report_from_json
-from leaklab.runner import RunOptions
+from leaklab.runner import BadInput, RunOptions
 from leaklab.scripts import load_script, run_isolated
 from leaklab.signature import Resemblance, Signature, redecide, resemble, signature
 from leaklab_lab.cases import ROOT, Case, tomllib
@@ -136,17 +136,21 @@ def side_by_side() -> int:
 
 
 def fresh_steps(device: str, entries: list[dict[str, Any]] | None = None, progress: Any = None,
-                rounds: set[int] | None = None) -> dict[str, Any]:
+                rounds: set[int] | None = None, steps: set[str] | None = None) -> dict[str, Any]:
     """The held-out leaky steps run under the default check on ``device``, each matched against
     the catalog; the family a reader would pick is the module's FAMILY. Each step runs in a fresh
     process, as a user's own ``leaklab check`` does: run one after another in one process, a step
     whose leak is in the native heap read bounded behind ~170 steps that had already grown the heap
     and oneDNN's cache (features_queued_faster_than_written, conv1d_width_varies_on_cpu).
-    ``rounds``: only the steps of these held-out rounds."""
+    ``rounds``: only the steps of these held-out rounds; ``steps``: only these steps (an unknown
+    name is bad input, said before anything runs)."""
     module = load_script(FRESH_STEPS)
     round_of: dict[str, int] = dict(getattr(module, "ROUND", {}))
+    unknown = sorted((steps or set()) - set(module.FAMILY))
+    if unknown:
+        raise BadInput(f"--steps: no held-out step named {', '.join(unknown)} in {FRESH_STEPS}")
     families: dict[str, str] = {name: family for name, family in module.FAMILY.items()
-                                if rounds is None or round_of.get(name, 1) in rounds}
+                                if (rounds is None or round_of.get(name, 1) in rounds) and (steps is None or name in steps)}
     entries_named: dict[str, str | None] = dict(getattr(module, "ENTRY", {}))
     rows = {}
     with ThreadPoolExecutor(side_by_side()) as pool:
@@ -177,8 +181,15 @@ def merged_rows(before: dict[str, Any], summary: dict[str, Any], note: str) -> t
     rows are kept; the note says which were kept."""
     kept = before.get("benchmarks", {}).get("matching", {}).get("rows", {})
     rounds = ", ".join(map(str, sorted({row["round"] for row in summary["rows"].values() if "round" in row})))
-    said = f"rounds {rounds} measured now" + (f" ({note})" if note else "")
+    said = (f"rounds {rounds} measured now" if len(summary["rows"]) >= _round_sizes(kept, summary) else
+            f"{len(summary['rows'])} of the steps of rounds {rounds} measured now") + (f" ({note})" if note else "")
     return _rates({**kept, **summary["rows"]}), f"{said}; the other rows kept from: {before.get('note', '')}"
+
+
+def _round_sizes(kept: dict[str, Any], summary: dict[str, Any]) -> int:
+    """How many rows the rounds of ``summary`` hold, counting those kept: fewer measured is a subset."""
+    rounds = {row.get("round") for row in summary["rows"].values()}
+    return len({name for name, row in {**kept, **summary["rows"]}.items() if row.get("round") in rounds})
 
 
 def _isolated(name: str, device: str) -> Report | None:

@@ -130,3 +130,25 @@ def test_a_run_of_some_rounds_replaces_their_rows_and_keeps_the_others(tmp_path)
     done = subprocess.run([sys.executable, "-m", "leaklab", "bench", "--device", "cpu", "--matching", "--rounds", "12",
                            "--results", str(truncated)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "not valid JSON" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_only_the_named_steps_are_measured_and_said_so_and_an_unknown_name_is_bad_input(monkeypatch):
+    import pytest
+
+    from leaklab.runner import BadInput
+    from leaklab_lab import matching
+
+    with pytest.raises(BadInput, match="no held-out step named not_a_step"):
+        matching.fresh_steps("cpu", entries=[], steps={"not_a_step"})
+    module = load_script(FRESH_STEPS)
+    first_two = [name for name, r in module.ROUND.items() if r == 2][:2]
+    ran = []
+    monkeypatch.setattr(matching, "_isolated", lambda name, device: ran.append(name))  # a check that did not answer
+    summary = matching.fresh_steps("cpu", entries=[], steps={first_two[0]})
+    assert ran == [first_two[0]] and list(summary["rows"]) == [first_two[0]]
+    before = {"note": "earlier", "benchmarks": {"matching": {"rows": {
+        name: {**_row(module.FAMILY[name], [], None, 2)} for name in first_two}}}}
+    merged, note = matching.merged_rows(before, summary, "after a change")
+    assert note.startswith("1 of the steps of rounds 2 measured now (after a change)") and set(merged["rows"]) == set(first_two)
+    whole, note = matching.merged_rows({"note": "earlier", "benchmarks": {"matching": {"rows": {}}}}, summary, "")
+    assert note.startswith("rounds 2 measured now")
