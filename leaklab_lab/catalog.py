@@ -607,7 +607,12 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "19": "round 19 (written blind to the rules at e1638ad, by five helpers who neither read the rules nor ran "
                  "the check on their steps; its answers committed before it was measured; the collector-off entry "
                  "(558b2cd) was made while it was being written, not on its steps; two hook steps leak about 1.6 KiB "
-                 "a step, under the brief's 4 KiB, as their writer measured)"}
+                 "a step, under the brief's 4 KiB, as their writer measured)",
+           "20": "round 20 (written blind to the rules at e438a86, by five helpers who neither read the rules nor ran "
+                 "the check on their steps; its answers committed before it was measured; 23 steps: a 25th was not "
+                 "written in time and another was dropped before merging for citing the same report and mechanism as "
+                 "a step of another writer; the rule for tensors that only autograd graphs hold (89c199e) was made on "
+                 "earlier rounds' rows while it was being written, not on its steps)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
