@@ -334,6 +334,10 @@ def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
         if found is None:
             return None
         link = found[1]
+        if link.kind == "optimizer" and e.held is not None and e.held.type == _PARAMETER:
+            # What grew is parameters, reached through their optimizer: models pile up, each kept
+            # with its optimizer (the holder walk starts from parameters where they grow).
+            return "module"
         if link.kind != "object":
             return link.kind
         # A Python module (sys.modules, importlib) is not a model: its type is named "module" too.
@@ -342,6 +346,7 @@ def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
 
 
 _CHILDREN = ("shared_memory", "worker_memory", "children")
+_PARAMETER = "torch.nn.parameter.Parameter"
 
 
 def _own_processes(e: Evidence) -> str | None:

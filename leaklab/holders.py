@@ -458,7 +458,8 @@ def _budget(deadline: float, visited: int) -> str:
     return f"not found within {visited:,} objects"
 
 
-_TENSORS = ("torch.Tensor", "torch.nn.parameter.Parameter")
+_PARAMETER = "torch.nn.parameter.Parameter"
+_TENSORS = ("torch.Tensor", _PARAMETER)
 
 
 _PRIORITY = {kind: rank for rank, kind in enumerate(("tensor", "module", "optimizer", "thread", "file", "mapping",
@@ -517,7 +518,10 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         by_type.clear()
         return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds)
     order = {kind: rank for rank, kind in enumerate(dict.fromkeys([*first, *_PRIORITY]))}
-    ranked = sorted(grew, key=lambda name: (order.get(kind_of(by_type[name][-1]), len(order)), -grew[name]))[:3]
+    # Among tensors, parameters first: where they pile up, models do, and a kept model is what the
+    # user keeps (its optimizer's state, more tensors, comes with it and is nearer a registry's root).
+    ranked = sorted(grew, key=lambda name: (order.get(kind_of(by_type[name][-1]), len(order)), name != _PARAMETER,
+                                           -grew[name]))[:3]
     chain = Chain([], "not found: nothing grew that Python can see")
     graphs_only: Chain | None = None
     for name in ranked:

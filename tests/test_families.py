@@ -491,3 +491,17 @@ def test_tensors_that_only_autograd_graphs_hold_are_a_cycle_unless_the_collector
     assert decision.families == ("cyclic_garbage",) and decision.rule is None
     off = decide(Evidence(chain, "cpu_tensors", frozenset({"cpu_tensors"}), collector_off=True))
     assert off.families == ("cyclic_garbage",) and off.rule == "_collector_off"
+
+
+def test_a_registry_reached_through_optimizers_keeps_models_where_parameters_grew():
+    """A list of (model, optimizer) pairs, one a trial: the walk from the parameters that grew reaches
+    them through each optimizer's state (a key), so the optimizer is the object kept on the way; what
+    piles up is models, each with its optimizer (model_rebuild's mistake). Where only the optimizers'
+    state grows (optimizer_rebuild: one model, a new optimizer every epoch), optimizers are kept."""
+    def through_optimizer(last):
+        return _chain(ROOT, ("item", "[*]", "tuple", "container"), ("item", "[*]", "torch.optim.adam.Adam", "optimizer"),
+                      ("attribute", ".state", "collections.defaultdict", "container"), last)
+    parameters = through_optimizer(("key", "key", "torch.nn.parameter.Parameter", "tensor"))
+    state = through_optimizer(("item", "['exp_avg']", "torch.Tensor", "tensor"))
+    assert decide(Evidence(parameters, "cpu_tensors", frozenset({"cpu_tensors"}))).kept == "module"
+    assert decide(Evidence(state, "cpu_tensors", frozenset({"cpu_tensors"}))).kept == "optimizer"

@@ -526,3 +526,30 @@ def test_a_root_found_for_another_type_that_grew_comes_before_the_autograd_graph
 def test_a_tensor_without_a_graph_that_nothing_in_python_holds_stays_unexplained():
     chain = _frozen(lambda: _chain([torch.zeros(4)]))  # held by nothing but the walk's own list
     assert not chain.found and "cannot see" in chain.missing
+
+
+def test_where_models_pile_up_with_their_optimizers_the_walk_starts_from_their_parameters():
+    """har_architecture_search_keeps_every_model and four other held-out steps: every trial's model
+    and optimizer kept together. The optimizers' state tensors outnumber the parameters, and a walk
+    from them named the optimizers as what the registry keeps (optimizer_rebuild); parameters are
+    walked first, so the registry is one of models."""
+    import leaklab
+    from leaklab.signature import signature
+
+    def make_step():
+        trials = []
+
+        def step():
+            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+            opt = torch.optim.Adam(model.parameters())
+            loss = model(torch.randn(8, 16)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            trials.append((model, opt))  # LEAK: every trial's model and optimizer kept
+        return step
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows", report.summary()
+    assert report.holder[-1]["type"] == "torch.nn.parameter.Parameter", report.holder
+    assert signature(report).kept == "module", report.holder
