@@ -235,6 +235,8 @@ def _instance_dict(owner: Any, obj: Any) -> bool:
 # A root: a callback that nothing in Python holds, only the interpreter or a C library (atexit,
 # signal, codecs, os.register_at_fork, a C++ registry such as torch.library's).
 OUTSIDE = "held outside Python"
+# A module's own tables of its submodules, parameters and buffers: its structure, not a registry.
+MODULE_TABLES = re.compile(r"^\.?_(modules|parameters|buffers)$")
 # A root: tensors that carry autograd graphs and that no Python root reaches, only graphs (C++)
 # do: a reference cycle through a graph (backward(create_graph=True) into .grad, a custom
 # Function that keeps its own output), which neither reference counting nor the collector frees.
@@ -320,5 +322,5 @@ def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None
     return (chain.to_json() if chain.links else None), chain.missing
 
 
-__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "OUTSIDE", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
+__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "MODULE_TABLES", "OUTSIDE", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
            "kind_of", "links_down", "make_link", "read_file_maps", "script_name", "type_name"]

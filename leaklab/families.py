@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import GRAPHS_ONLY, OUTSIDE, Chain, Link
+from leaklab.chain import GRAPHS_ONLY, MODULE_TABLES, OUTSIDE, Chain, Link
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,6 @@ _CACHE_KEYS = re.compile(r"^\[(torch\.Tensor|torch\.Size|tuple|torch\.nn\.parame
 _CACHE_NAMES = re.compile(r"cache|memo(?!ry)", re.IGNORECASE)
 # IPython's output history: ``Out``, ``_oh``, and the names it binds (``_``, ``__``, ``_12``).
 _OUTPUT_HISTORY = re.compile(r"^\['(Out|_oh|_+|_\d+)'\]$|^\.?_oh$")
-# A module's own tables of its submodules, parameters and buffers: its structure, not a registry.
-_MODULE_TABLES = re.compile(r"^\.?_(modules|parameters|buffers)$")
 
 
 def _short(link: Link) -> str:
@@ -281,7 +279,7 @@ def _registry(e: Evidence, kinds: tuple[str, ...]) -> tuple[Link | None, Link] |
     for i, above in enumerate(links[:-1]):
         if not (above.kind == "container" or _CONTAINERS.match(above.type)):
             continue
-        if _MODULE_TABLES.match(above.name) and not _modules_added(links, i):
+        if MODULE_TABLES.match(above.name) and not _modules_added(links, i):
             continue
         kept = next((j for j in range(i + 1, len(links)) if links[j].kind in kinds), None)
         if kept is not None and not (links[kept].kind == "object" and _box_below(links, kept)):
@@ -294,7 +292,7 @@ def _box_below(links: list[Link], i: int) -> bool:
     """Whether a list, dict, set or deque below ``links[i]`` holds what grows: that container gains
     the entries (a logger's handler list is not a registry of handlers because one handler's
     buffer keeps every record)."""
-    return any(link.kind == "container" and _CONTAINERS.match(link.type) and not _MODULE_TABLES.match(link.name)
+    return any(link.kind == "container" and _CONTAINERS.match(link.type) and not MODULE_TABLES.match(link.name)
                for link in links[i + 1:-1])
 
 
@@ -303,7 +301,7 @@ def _modules_added(links: list[Link], i: int) -> bool:
     module tables only (the entry's own parameters, or its children's): what grows is whole
     modules added to the model, not a tensor some module keeps. The last such table is named."""
     def structure(link: Link) -> bool:
-        return link.kind == "module" or bool(_MODULE_TABLES.match(link.name))
+        return link.kind == "module" or bool(MODULE_TABLES.match(link.name))
     return (links[i].name == "._modules" and links[i + 1].kind == "module" and all(structure(link) for link in links[i + 1:-1])
             and links[-1].kind == "tensor" and not any(link.name == "._modules" for link in links[i + 1:-1]))
 
@@ -446,7 +444,7 @@ def _container(e: Evidence) -> str | None:
     held = e.held
     # A module's own tables keep its parameters and buffers, not one more every step: where the walk
     # ends there, the growth is held elsewhere (in C++: autocast's cache, a hook), not by this table.
-    box = _first(e.links, lambda link: link.kind == "container" and not _MODULE_TABLES.match(link.name))
+    box = _first(e.links, lambda link: link.kind == "container" and not MODULE_TABLES.match(link.name))
     if held is None or box is None or held.kind not in ("tensor", "container", "value"):
         return None
     return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps every step's {held.type.rsplit('.', 1)[-1]}"

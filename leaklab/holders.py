@@ -38,6 +38,7 @@ from leaklab.chain import (
     FILE_MAPS,
     GRAPH_SHAPES,
     GRAPHS_ONLY,
+    MODULE_TABLES,
     OUTSIDE,
     Chain,
     Link,
@@ -524,6 +525,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
                                            -grew[name]))[:3]
     chain = Chain([], "not found: nothing grew that Python can see")
     graphs_only: Chain | None = None
+    current: Chain | None = None
     for name in ranked:
         found = by_type.pop(name)
         # A kept tensor with an autograd graph keeps more than itself (its graph's nodes): where
@@ -544,9 +546,19 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
                              seeds=seeds)
         if chain.found and chain.links[0].what == GRAPHS_ONLY:
             graphs_only = graphs_only or chain  # a last resort: another type's walk may name a root
+        elif chain.found and name == _PARAMETER and _structure_only(chain):
+            current = current or chain  # a module's current parameters, not what piles up: the next type first
         elif chain.found:
             return chain
-    return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or graphs_only or chain
+    return (_longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or graphs_only
+            or current or chain)
+
+
+def _structure_only(chain: Chain) -> bool:
+    """Whether the chain reaches what grew through modules' own tables alone (a model's
+    ``._parameters``, ``._modules``): the parameters a model holds now, where parameters replaced
+    every step pile up elsewhere (an optimizer's state keyed by the old ones)."""
+    return not any(link.kind == "container" and not MODULE_TABLES.match(link.name) for link in chain.links[1:-1])
 
 
 def process_owners(pids: Iterable[int]) -> list[Any]:

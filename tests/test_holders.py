@@ -553,3 +553,27 @@ def test_where_models_pile_up_with_their_optimizers_the_walk_starts_from_their_p
     assert report.verdict == "grows", report.summary()
     assert report.holder[-1]["type"] == "torch.nn.parameter.Parameter", report.holder
     assert signature(report).kept == "module", report.holder
+
+
+def test_parameters_a_model_holds_now_are_not_what_piles_up_when_they_are_replaced_every_step():
+    """adam_state_keyed_by_replaced_params (round 10): every step replaces a layer's weight with a new
+    Parameter and the optimizer keeps state keyed by each old one. Parameters grow, but the newest is
+    the layer's current one (held by its own table): the walk goes on to the state that piles up."""
+    import leaklab
+
+    def make_step():
+        layer = torch.nn.Linear(16, 16)
+        opt = torch.optim.Adam(layer.parameters())
+
+        def step():
+            layer.weight = torch.nn.Parameter(layer.weight.detach().clone())  # replaced: a new Parameter
+            opt.param_groups[0]["params"] = list(layer.parameters())
+            loss = layer(torch.randn(4, 16)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()  # LEAK: the state of every replaced weight stays keyed by it
+        return step
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows", report.summary()
+    assert any(link["name"] == ".state" for link in report.holder), report.holder
