@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -459,6 +460,10 @@ def _run(factory: Factory, device: str, options: RunOptions, built: set[int]) ->
 def _build(factory: Factory, device: str) -> Step:
     """The step, built by ``factory(device)``; a factory that fails or returns no callable is bad
     input; Ctrl-C or SIGTERM while it runs is :class:`Interrupted`."""
+    if not _takes_a_device(factory):
+        name = getattr(factory, "__name__", "the factory")
+        raise BadInput(f"{name}() takes no device: the check calls a factory, {name}(device), that builds what the "
+                       "step needs and returns the step (def make_step(device): ... return step)")
     release_free_heap()  # the workers it forks then copy only what they share (leaklab.resources.WORKER_RESIDENT)
     try:
         step = factory(device)
@@ -475,6 +480,18 @@ def _build(factory: Factory, device: str) -> Step:
     if not callable(step):
         raise BadInput(f"the factory returned {type(step).__name__}, not a callable that runs one step")
     return step
+
+
+def _takes_a_device(factory: Factory) -> bool:
+    """Whether ``factory`` can be called with the device: a step named where its factory was meant
+    (``mytrain.py:step``) cannot, and would fail inside the call with a TypeError of the user's."""
+    try:
+        inspect.signature(factory).bind("cpu")
+    except TypeError:
+        return False
+    except ValueError:  # a callable without a signature Python can read: let the call tell
+        return True
+    return True
 
 
 def _passes(run: _Run) -> _Censuses | None:

@@ -153,6 +153,12 @@ def test_a_factory_that_fails_exits_2(capsys):
     assert code == 2 and "factory_fails('cpu') failed: RuntimeError: no data here" in err
 
 
+def test_a_step_named_where_its_factory_was_meant_exits_2_saying_so(capsys):
+    code, out, err = cli(capsys, f"{EDGES}:step_without_device")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "step_without_device() takes no device: the check calls a factory" in err and not out
+
+
 def test_a_hanging_step_times_out_with_exit_3(capsys):
     started = time.monotonic()
     code, _, err = cli(capsys, f"{EDGES}:hangs", "--timeout", "1")
