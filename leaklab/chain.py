@@ -241,6 +241,7 @@ MODULE_TABLES = re.compile(r"^\.?_(modules|parameters|buffers)$")
 # do: a reference cycle through a graph (backward(create_graph=True) into .grad, a custom
 # Function that keeps its own output), which neither reference counting nor the collector frees.
 GRAPHS_ONLY = "held only through autograd graphs"
+PARAMETER = "torch.nn.parameter.Parameter"  # the type name a link gives a module's parameter
 
 # Roots that are namespaces: the link names the value they hold, with its type.
 _NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame", "local variable")
@@ -322,5 +323,5 @@ def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None
     return (chain.to_json() if chain.links else None), chain.missing
 
 
-__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "MODULE_TABLES", "OUTSIDE", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
+__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "MODULE_TABLES", "OUTSIDE", "PARAMETER", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
            "kind_of", "links_down", "make_link", "read_file_maps", "script_name", "type_name"]

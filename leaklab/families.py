@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import GRAPHS_ONLY, MODULE_TABLES, OUTSIDE, Chain, Link
+from leaklab.chain import GRAPHS_ONLY, MODULE_TABLES, OUTSIDE, PARAMETER, Chain, Link
 
 
 @dataclass(frozen=True)
@@ -332,7 +332,7 @@ def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
         if found is None:
             return None
         link = found[1]
-        if link.kind == "optimizer" and e.held is not None and e.held.type == _PARAMETER:
+        if link.kind == "optimizer" and e.held is not None and e.held.type == PARAMETER:
             # What grew is parameters, reached through their optimizer: models pile up, each kept
             # with its optimizer (the holder walk starts from parameters where they grow).
             return "module"
@@ -344,7 +344,6 @@ def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
 
 
 _CHILDREN = ("shared_memory", "worker_memory", "children")
-_PARAMETER = "torch.nn.parameter.Parameter"
 
 
 def _own_processes(e: Evidence) -> str | None:

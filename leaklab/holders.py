@@ -40,6 +40,7 @@ from leaklab.chain import (
     GRAPHS_ONLY,
     MODULE_TABLES,
     OUTSIDE,
+    PARAMETER,
     Chain,
     Link,
     bound_of,
@@ -414,12 +415,11 @@ def _graphs_only(grown: list[Any]) -> Chain | None:
     """Where every path up from what grew ends in C++ and most of it is tensors that carry autograd
     graphs, the graphs are what keeps them (a cycle through a graph): the chain says so, with the
     tensor that grew. Tensors without a graph, or other objects, stay unexplained (a C registry)."""
-    tensors = [obj for obj in grown if type_name(obj) in _TENSORS]
-    graphed = [t for t in tensors if getattr(t, "grad_fn", None) is not None]
-    if not graphed or 2 * len(graphed) <= len(grown):
+    graphed = [obj for obj in grown if type_name(obj) in _TENSORS and obj.grad_fn is not None]
+    if 2 * len(graphed) <= len(grown):
         return None
     return Chain([Link(GRAPHS_ONLY, "", "autograd graphs (C++): no Python root reaches what grew", "cycle"),
-                  Link(describe_tensor(graphed[0]), "", type_name(graphed[0]), kind_of(graphed[0]))])
+                  make_link(describe_tensor(graphed[0]), "", graphed[0])])
 
 
 def _callback(obj: Any, parent: dict[int, Any]) -> bool:
@@ -459,8 +459,7 @@ def _budget(deadline: float, visited: int) -> str:
     return f"not found within {visited:,} objects"
 
 
-_PARAMETER = "torch.nn.parameter.Parameter"
-_TENSORS = ("torch.Tensor", _PARAMETER)
+_TENSORS = ("torch.Tensor", PARAMETER)
 
 
 _PRIORITY = {kind: rank for rank, kind in enumerate(("tensor", "module", "optimizer", "thread", "file", "mapping",
@@ -521,7 +520,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     order = {kind: rank for rank, kind in enumerate(dict.fromkeys([*first, *_PRIORITY]))}
     # Among tensors, parameters first: where they pile up, models do, and a kept model is what the
     # user keeps (its optimizer's state, more tensors, comes with it and is nearer a registry's root).
-    ranked = sorted(grew, key=lambda name: (order.get(kind_of(by_type[name][-1]), len(order)), name != _PARAMETER,
+    ranked = sorted(grew, key=lambda name: (order.get(kind_of(by_type[name][-1]), len(order)), name != PARAMETER,
                                            -grew[name]))[:3]
     chain = Chain([], "not found: nothing grew that Python can see")
     graphs_only: Chain | None = None
@@ -546,7 +545,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
                              seeds=seeds)
         if chain.found and chain.links[0].what == GRAPHS_ONLY:
             graphs_only = graphs_only or chain  # a last resort: another type's walk may name a root
-        elif chain.found and name == _PARAMETER and _structure_only(chain):
+        elif chain.found and name == PARAMETER and _structure_only(chain):
             current = current or chain  # a module's current parameters, not what piles up: the next type first
         elif chain.found:
             return chain

@@ -181,12 +181,12 @@ def merged_rows(before: dict[str, Any], summary: dict[str, Any], note: str) -> t
     rows are kept; the note says which were kept."""
     kept = before.get("benchmarks", {}).get("matching", {}).get("rows", {})
     rounds = ", ".join(map(str, sorted({row["round"] for row in summary["rows"].values() if "round" in row})))
-    said = (f"rounds {rounds} measured now" if len(summary["rows"]) >= _round_sizes(kept, summary) else
+    said = (f"rounds {rounds} measured now" if len(summary["rows"]) >= _rows_in_rounds(kept, summary) else
             f"{len(summary['rows'])} of the steps of rounds {rounds} measured now") + (f" ({note})" if note else "")
     return _rates({**kept, **summary["rows"]}), f"{said}; the other rows kept from: {before.get('note', '')}"
 
 
-def _round_sizes(kept: dict[str, Any], summary: dict[str, Any]) -> int:
+def _rows_in_rounds(kept: dict[str, Any], summary: dict[str, Any]) -> int:
     """How many rows the rounds of ``summary`` hold, counting those kept: fewer measured is a subset."""
     rounds = {row.get("round") for row in summary["rows"].values()}
     return len({name for name, row in {**kept, **summary["rows"]}.items() if row.get("round") in rounds})
