@@ -41,6 +41,8 @@ def verdicts(name, **options):
     ("opens_files", "noop", "open_fds", {}),
     ("small_strings", "noop", "host_heap", {}),
     ("cyclic_garbage_kept", "cyclic_garbage", "host_heap", {}),
+    # a worker's own memory under worker_memory's floor; its twin's workers touch a file's pages
+    ("worker_cache_128k", "worker_reads_mapped_file", "worker_resident", {}),
 ])
 def test_the_smallest_leak_grows_where_it_lives_and_its_twin_is_bounded(leak, twin, resource, options):
     report = verdicts(leak, **options)

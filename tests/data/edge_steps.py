@@ -507,3 +507,62 @@ def closures_until_step_50(device):
             handlers.append(lambda event: (epoch, event))
 
     return step
+
+
+class _CachingRows(torch.utils.data.Dataset):
+    """Rows a worker keeps a copy of once made: 16 KiB of its own memory per row."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def __len__(self):
+        return 10**6
+
+    def __getitem__(self, index):
+        self.cache[index] = bytearray(16 * 1024)  # a new row every time: the worker's own memory grows
+        return torch.tensor(index % 7, dtype=torch.float32)
+
+
+def worker_cache_128k(device):
+    """A DataLoader's 2 forked workers keep 128 KiB a step of their own memory (8 rows of 16 KiB):
+    under worker_memory's floor, above worker_resident's."""
+    loader = torch.utils.data.DataLoader(_CachingRows(), batch_size=8, num_workers=2, multiprocessing_context="fork")
+    batches = iter(loader)
+
+    def step():
+        next(batches).sum().item()
+
+    return step
+
+
+class _MappedRows(torch.utils.data.Dataset):
+    """Rows read from a file the workers map: its pages are resident in a worker once it reads them."""
+
+    def __init__(self, path, row_bytes):
+        self.path, self.row_bytes, self.view = path, row_bytes, None
+
+    def __len__(self):
+        return os.path.getsize(self.path) // self.row_bytes
+
+    def __getitem__(self, index):
+        if self.view is None:  # mapped in the worker, once
+            with open(self.path, "rb") as handle:
+                self.view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        row = self.view[index * self.row_bytes:(index + 1) * self.row_bytes]
+        return torch.frombuffer(bytearray(row), dtype=torch.uint8).float().mean()
+
+
+def worker_reads_mapped_file(device):
+    """The bounded twin: 2 forked workers read 8 new 16 KiB rows a step of a 32 MiB mapped file
+    (a memmapped dataset's first epoch). Each page read is resident in the worker, but it is the
+    file's, not memory the worker made: nothing grows."""
+    path, folder = _scratch_file(pages=8 * 1024)
+    loader = torch.utils.data.DataLoader(_MappedRows(path, 16 * 1024), batch_size=8, num_workers=2,
+                                         multiprocessing_context="fork")
+    batches = iter(loader)
+
+    def step():
+        next(batches).sum().item()
+
+    _remove_later(step, path, folder)
+    return step

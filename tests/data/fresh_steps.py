@@ -13338,8 +13338,9 @@ class _r151_HyperSGD:
 def hyperopt_runs_keep_create_graph_grads(device):
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(155)
-    x = torch.randn(256, 32, generator=gen).to(device)
+    x = torch.randn(256, 32, generator=gen)
     y = (x[:, :4].sum(1, keepdim=True) + 0.1 * torch.randn(256, 1, generator=gen)).to(device)
+    x = x.to(device)  # moved after y is made from it on the CPU (it failed on CUDA: devices mixed)
     alphas = itertools.cycle([0.003, 0.01, 0.03, 0.1])
 
     def step():  # one run of the sweep
