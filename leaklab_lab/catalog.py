@@ -612,7 +612,10 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "the check on their steps; its answers committed before it was measured; 23 steps: a 25th was not "
                  "written in time and another was dropped before merging for citing the same report and mechanism as "
                  "a step of another writer; the rule for tensors that only autograd graphs hold (89c199e) was made on "
-                 "earlier rounds' rows while it was being written, not on its steps)"}
+                 "earlier rounds' rows while it was being written, not on its steps)",
+           "21": "round 21 (written blind to the rules at 220829a, by five helpers who neither read the rules nor ran "
+                 "the check on their steps; its answers committed before it was measured; the judging of workers' own "
+                 "memory (555b04f) was made on earlier rounds' rows while it was being written, not on its steps)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
