@@ -271,21 +271,22 @@ WORKER_MEMORY = Resource(
     # No long pass under the floor: a worker's copy-on-write touches of its dataset rise steadily
     # through a whole epoch (num_workers_gpu_memory's fix grew through a long pass, tried).
     exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=4 * MiB, budget=1 * GiB, release_tolerance=0, rank=4, holder="workers", capacity=_host_memory)
-# A worker that writes to pages it shares with this process (the reference counts of a dataset's
-# Python objects) copies them: its unique memory grows and its resident memory does not, the pages
-# were resident already. A worker that makes memory of its own (a cache) grows both, unless it
-# reuses free heap pages it inherited resident (then it copies them too): the check gives the heap's
-# free pages back before the factory forks anything (leaklab.measure.release_free_heap).
-# results/worker-resident has both readings. Judged, with a floor of its own under worker_memory's:
-# a cache that grows each worker's own memory by less than worker_memory's floor (which is there for
-# copy-on-write and warm-up, neither of which grows resident memory) is still a leak. Anonymous
-# memory only: a memmapped file's pages a worker reads are resident as it touches them.
+# Shown, never judged: what it says is how workers' memory grows. A worker that writes to pages it
+# shares with this process (the reference counts of a dataset's Python objects) copies them: its
+# unique memory grows and its resident memory does not, the pages were resident already. A worker
+# that makes memory of its own (a cache) grows both, unless it reuses free heap pages it inherited
+# resident (then it copies them too): the check gives the heap's free pages back before the factory
+# forks anything (leaklab.measure.release_free_heap). results/worker-resident has both readings.
+# Anonymous memory only: a memmapped file's pages a worker reads are resident as it touches them.
+# Judged with a 64 KiB/step floor (555b04f), it caught worker caches under worker_memory's floor, but
+# beside two busy processes num_workers_gpu_memory's four workers warmed up by 72-100 KiB/step in
+# its bounded runs (results/flake-gate/gate-n2-busy-2runs-53092c5.json): shown only again.
 WORKER_RESIDENT = Resource(
     "worker_resident", "resident anonymous memory (RssAnon) of child processes: what they make of their own, "
     "not the pages they copy from this process",
     "RssAnon of child processes (/proc/<pid>/status), read with worker_memory", ("cpu", "cuda"), _worker_resident,
     exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=None, release_tolerance=None, rank=15,
-    holder="workers", capacity=_host_memory)
+    judged=False, holder="workers", capacity=_host_memory)
 CHILDREN = Resource(
     "children", "child processes of this process that are running (multiprocessing's own helpers left out)",
     "/proc/<pid>/task/<pid>/children and multiprocessing.active_children()", ("cpu", "cuda"), _children,

@@ -507,12 +507,9 @@ def growing_alone(trends: Mapping[str, Trend], watched: Sequence[Resource]) -> l
     that a lazily filled cache makes rise like a leak (:attr:`Resource.long_growth`), or a noisy
     one watched for creeps (:attr:`Resource.long_pass`, the heap) growing at under
     :data:`NEAR_FLOOR` times its floor (a real model's heap settling over hundreds of steps rose
-    1.0-1.1 KiB a step over a run's 30); none otherwise. Growth in child processes (a worker's own
-    memory) leaves this process's counters to be confirmed as if alone: what workers keep is not
-    what this process's objects are (torch's cache of the storages workers sent, which it prunes
-    past 128 entries, rose 2 objects a step beside a worker's cache)."""
+    1.0-1.1 KiB a step over a run's 30); none otherwise."""
+    names = growing(trends, watched)
     by_name = {r.name: r for r in watched}
-    names = [name for name in growing(trends, watched) if not _process(by_name[name])[1]]
 
     def slow(name: str) -> bool:
         resource = by_name[name]
@@ -539,14 +536,8 @@ def _grows_beside(resource: Resource, trends: Mapping[str, Trend], watched: Sequ
     """Whether something other than ``apart`` grows in the process ``resource`` reads: under
     torchrun a leak on rank 1 is not beside rank 0's heap (which a long pass then called growing
     at 223 B a step on a rank that keeps nothing)."""
-    same = [r for r in watched if _process(r) == _process(resource)]
+    same = [r for r in watched if r.process == resource.process]
     return any(name not in apart for name in growing(trends, same))
-
-
-def _process(resource: Resource) -> tuple[str, bool]:
-    """Which processes a resource reads: a rank's (:attr:`Resource.process`), and this process or its
-    children (their memory is what they keep, not what this process's objects are)."""
-    return resource.process, resource.holder == "workers"
 
 
 @dataclass(frozen=True)

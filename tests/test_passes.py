@@ -147,24 +147,6 @@ def test_growth_only_in_python_objects_is_watched_through_a_long_pass_too():
     assert growing_alone(judge({"cpu_tensors": LEAK, "python_objects": objects}, watched), watched) == []
 
 
-def test_growth_in_workers_leaves_this_processs_objects_to_a_long_pass_as_if_alone():
-    # A worker's cache (CPU, fresh_steps.frame_lru_cache_in_workers): torch's cache of the storages the
-    # workers send rose 2 objects a step in this process, and read as the headline beside the cache.
-    watched = (TENSORS, OBJECTS, resources.WORKER_RESIDENT)
-    objects = [600_000 + 3 * i for i in range(21)]
-    workers = [30_000_000 + 120 * 1024 * i for i in range(21)]
-    trends = judge({"cpu_tensors": FLAT, "python_objects": objects, "worker_resident": workers}, watched)
-    assert trends["worker_resident"].verdict == GROWS
-    assert growing_alone(trends, watched) == ["python_objects"]
-    # Nor is this process's heap near its floor "beside" growth that lives in the workers.
-    heap = [80_000_000]
-    for move in FABRIC_HEAP_STEPS[:20]:
-        heap.append(heap[-1] + move)
-    watched = (*WATCHED, resources.WORKER_RESIDENT)
-    assert near_floor(judge(series(host_heap=heap, worker_resident=workers), watched), watched) == []
-    assert near_floor(judge(series(host_heap=heap, cpu_tensors=LEAK, worker_resident=workers), watched), watched) == ["host_heap"]
-
-
 def test_heap_growth_just_above_its_floor_is_watched_through_a_long_pass():
     # Issue 28: a LoRA step's heap on the CPU, bounded in its first pass, rose 1.0 KiB/step through
     # the confirmation and was called grows; it settles over the next hundreds of steps.
