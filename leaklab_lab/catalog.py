@@ -614,8 +614,11 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "a step of another writer; the rule for tensors that only autograd graphs hold (89c199e) was made on "
                  "earlier rounds' rows while it was being written, not on its steps)",
            "21": "round 21 (written blind to the rules at 220829a, by five helpers who neither read the rules nor ran "
-                 "the check on their steps; its answers committed before it was measured; the judging of workers' own "
-                 "memory (555b04f) was made on earlier rounds' rows while it was being written, not on its steps)"}
+                 "the check on their steps; its answers committed before it was measured; it was first measured with "
+                 "workers' own memory judged (555b04f, made on earlier rounds' rows while it was being written), which "
+                 "was then reverted for flipping bounded runs on a busy machine (ec4720b); its three worker and process "
+                 "steps were measured again after the revert (7d6f4c4), and one of them, caught only by that judging, "
+                 "reads bounded again)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

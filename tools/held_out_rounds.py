@@ -36,7 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # the autograd-graph rule (89c199e), made on seen CPU rows two of which are round 19's (on the CPU one of them
 # changed from no family to another wrong one, the other not at all), so its first H200 measurement is counted
 # with that said here. Round 21 was written blind to the rules at 220829a and measured held out on the CPU after
-# the judging of workers' own memory (555b04f), made on earlier rounds' rows while it was being written.
+# the judging of workers' own memory (555b04f), made on earlier rounds' rows while it was being written; that
+# judging was reverted (ec4720b) and the round's three worker and process steps measured again (7d6f4c4): the
+# first measurement below is the one made with it.
 FILES = {"results/cpu-matching-torch2.14.1.json": frozenset(range(2, 22)),
          "results/h200-matching-torch2.11.0.json": frozenset(range(2, 10)) | {13, 17, 18, 19, 20},
          "results/h100-matching-torch2.11.0.json": frozenset({9, 14, 15, 17, 18})}
