@@ -280,7 +280,9 @@ WORKER_MEMORY = Resource(
 # Anonymous memory only: a memmapped file's pages a worker reads are resident as it touches them.
 # Judged with a 64 KiB/step floor (555b04f), it caught worker caches under worker_memory's floor, but
 # beside two busy processes num_workers_gpu_memory's four workers warmed up by 72-100 KiB/step in
-# its bounded runs (results/flake-gate/gate-n2-busy-2runs-53092c5.json): shown only again.
+# its bounded runs (results/flake-gate/gate-n2-busy-2runs-53092c5.json): shown only again. The pair to
+# judge it on next: tests/data/edge_steps.py's worker_cache_128k and its twin worker_reads_mapped_file (the
+# cache reads bounded when idle, and grows beside two busy processes as the workers' warm-up adds to it).
 WORKER_RESIDENT = Resource(
     "worker_resident", "resident anonymous memory (RssAnon) of child processes: what they make of their own, "
     "not the pages they copy from this process",

@@ -49,15 +49,6 @@ def test_the_smallest_leak_grows_where_it_lives_and_its_twin_is_bounded(leak, tw
     assert bounded.verdict == "bounded", bounded.summary()
 
 
-@pytest.mark.xfail(strict=True, reason="a known miss: a cache in DataLoader workers under worker_memory's 256 KiB/step "
-                   "floor reads bounded (worker_resident, which sees it, is shown, not judged: judged, it flagged "
-                   "bounded workers warming up on a busy machine)")
-def test_a_worker_cache_under_the_floor_grows_and_its_twin_reading_a_mapped_file_does_not():
-    report = verdicts("worker_cache_128k")
-    assert report.verdict == "grows", report.summary()
-    assert verdicts("worker_reads_mapped_file").verdict == "bounded"
-
-
 def test_a_leak_that_starts_mid_series_is_caught_in_its_resource_at_its_rate():
     report = verdicts("starts_late")
     assert report.resource == "cpu_tensors" and report.verdict == "grows", report.summary()
