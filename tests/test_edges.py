@@ -49,6 +49,16 @@ def test_the_smallest_leak_grows_where_it_lives_and_its_twin_is_bounded(leak, tw
     assert bounded.verdict == "bounded", bounded.summary()
 
 
+def test_a_workers_own_memory_is_told_from_the_pages_of_a_file_it_reads():
+    """worker_resident, shown and not judged (its flake gate: leaklab/resources.py), reads what the
+    workers make of their own: a cache under worker_memory's floor grows there, and workers reading
+    new pages of a mapped file (resident, but the file's) do not."""
+    cache = verdicts("worker_cache_128k").resources["worker_resident"]
+    assert cache.verdict == "grows", cache
+    mapped = verdicts("worker_reads_mapped_file").resources["worker_resident"]
+    assert mapped.verdict == "bounded", mapped
+
+
 def test_a_leak_that_starts_mid_series_is_caught_in_its_resource_at_its_rate():
     report = verdicts("starts_late")
     assert report.resource == "cpu_tensors" and report.verdict == "grows", report.summary()
