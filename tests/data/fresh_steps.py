@@ -11875,6 +11875,31 @@ FAMILY = {
     "ssim_metric_list_states_grow_per_batch": "container_keeps_tensors",
     "qa_reader_factory_caches_model_per_gui_setting": "registry_keeps_objects",
     "tuned_kernel_libraries_never_dlclosed": "mapped_files_kept",
+    "eac_flip_attention_running_loss_keeps_graphs": "autograd_history",
+    "deep_lift_shap_models_keep_hook_activations": "container_keeps_tensors",
+    "shap_deep_explainer_custom_blocks_keep_activations": "container_keeps_tensors",
+    "lambda_lr_closure_over_runner_cycle": "cyclic_garbage",
+    "discrete_vae_sample_hook_closes_over_stochastic_tensor": "cyclic_garbage",
+    "spacy_vocab_interns_every_streamed_token": "cache_by_argument",
+    "jit_cache_keyed_by_fresh_closure": "cache_by_argument",
+    "molgrid_coord_cache_keeps_every_structure": "cache_by_argument",
+    "scvi_manager_store_keeps_every_query_adata": "registry_keeps_objects",
+    "fedbiomed_training_replies_keep_every_round": "registry_keeps_objects",
+    "chainer_iterator_pool_workers_copy_json_batchset": "dataloader_workers",
+    "lerobot_video_decoders_cached_in_each_worker": "dataloader_workers",
+    "textattack_parallel_results_keep_shared_fds": "processes",
+    "audio_analysis_worker_arenas_keep_track_buffers": "allocator_caching",
+    "storage_subprocess_duplicate_tier_checks_queued": "processes",
+    "pipeline_recv_buffer_hooks_accumulate": "registered_callbacks",
+    "offload_hooks_chained_per_pipeline_variant": "registered_callbacks",
+    "system_metrics_monitor_per_node": "threads_not_joined",
+    "channel_ports_keep_shared_memory_open": "descriptors_not_closed",
+    "flops_profiler_functional_wrappers_stack": "registered_callbacks",
+    "blend_prefixes_keep_index_mmaps": "mapped_files_kept",
+    "aoti_runner_mapping_survives_unload": "mapped_files_kept",
+    "rnd_reward_rms_keeps_graph": "autograd_history",
+    "coco_metric_records_keep_images": "container_keeps_tensors",
+    "unregistered_models_kept_by_provider": "registry_keeps_objects",
 }
 
 
@@ -27100,6 +27125,2301 @@ def tuned_kernel_libraries_never_dlclosed(device):
     return step
 
 
+# Round 22, h1.
+# Imports this fragment needs: none beyond fresh_steps.py's own (gc, itertools, torch, nn and _update are already there;
+# torch.nn.functional is used as nn.functional).
+
+
+# https://github.com/zyh-uaiaaaa/Erasing-Attention-Consistency/issues/11 ("Memory leak", open)
+# Seen: "You have a memory leak during training here [src/main.py#L80] ... It appends because `print(correct_num) ->
+# <add_backward>`"; the reporter attached a memory profile.
+# Fix (the reporter's, not answered by the maintainers and not merged; the repository's main.py is unchanged):
+# "I used `.detach()`: loss = loss.detach().cpu() ... And memory stoped leak."
+# Here EAC's train() on RAF-DB-like batches (16x16 stand-ins for the 224x224 faces): the ResNet's features give the logits and, multiplied by the fc weights,
+# the class activation maps of the image and of its horizontal flip; the flip-consistency loss (ACLoss: the second map
+# flipped back with grid_sample, MSE to the first) is added to the cross-entropy, one Adam step, and the epoch's
+# statistics are kept as main.py keeps them: `correct_sum += correct_num` and `running_loss += loss`, the loss tensor
+# itself, so every batch's graph (its nodes; backward has freed their saved tensors) hangs off the running total until
+# the epoch ends (384 batches of 32 in RAF-DB's 12271 training images).
+class _r221_EACModel(nn.Module):
+    """EAC's Model in miniature: backbone features, a linear classifier, and CAMs from the classifier's weights."""
+
+    def __init__(self, num_classes=7, width=32):
+        super().__init__()
+        self.num_classes, self.width = num_classes, width
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.Conv2d(16, width, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        self.fc = nn.Linear(width, num_classes)
+
+    def forward(self, x):
+        x = self.features(x)
+        feat = x
+        x = nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
+        output = self.fc(x)
+        fc_weights = self.fc.weight.view(1, self.num_classes, self.width, 1, 1)
+        hm = (feat.unsqueeze(1) * fc_weights).sum(2)  # N, classes, h, w
+        return output, hm
+
+
+def _r221_generate_flip_grid(w, h, device):
+    x_ = torch.arange(w).view(1, -1).expand(h, -1)
+    y_ = torch.arange(h).view(-1, 1).expand(-1, w)
+    grid = torch.stack([x_, y_], dim=0).float().to(device).unsqueeze(0).clone()
+    grid[:, 0] = 2 * grid[:, 0] / (w - 1) - 1
+    grid[:, 1] = 2 * grid[:, 1] / (h - 1) - 1
+    grid[:, 0] = -grid[:, 0]
+    return grid
+
+
+def _r221_ACLoss(att_map1, att_map2, grid_l, output):
+    flip_grid_large = grid_l.expand(output.size(0), -1, -1, -1).permute(0, 2, 3, 1)
+    att_map2_flip = nn.functional.grid_sample(att_map2, flip_grid_large, mode="bilinear", padding_mode="border",
+                                              align_corners=True)
+    return nn.functional.mse_loss(att_map1, att_map2_flip)
+
+
+def eac_flip_attention_running_loss_keeps_graphs(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2211)
+    args = {"w": 4, "h": 4, "lam": 5.0, "batch_size": 32}
+    model = _r221_EACModel().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0001, weight_decay=1e-4)
+    batches_per_epoch = 384  # RAF-DB's 12271 training images at batch_size 32
+    epoch = {"running_loss": 0.0, "correct_sum": 0, "iter_cnt": 0}
+    batch_ids = itertools.count()
+
+    def step():  # one batch of train()
+        if next(batch_ids) % batches_per_epoch == 0:
+            epoch.update(running_loss=0.0, correct_sum=0, iter_cnt=0)  # train() starts a new epoch
+        imgs1 = torch.rand(args["batch_size"], 3, 16, 16, generator=gen).to(device)
+        imgs2 = torch.flip(imgs1, dims=[3])  # RafDataset returns the image and its horizontal flip
+        labels = torch.randint(0, 7, (args["batch_size"],), generator=gen).to(device)
+        output, hm1 = model(imgs1)
+        output_flip, hm2 = model(imgs2)
+        grid_l = _r221_generate_flip_grid(args["w"], args["h"], device)
+        loss1 = nn.CrossEntropyLoss()(output, labels)
+        flip_loss_l = _r221_ACLoss(hm1, hm2, grid_l, output)
+        loss = loss1 + args["lam"] * flip_loss_l
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        epoch["iter_cnt"] += 1
+        _, predicts = torch.max(output, 1)
+        correct_num = torch.eq(predicts, labels).sum()
+        epoch["correct_sum"] += correct_num
+        epoch["running_loss"] += loss  # LEAK: the loss tensor, not its value: every batch's graph chained to the total
+        return {"loss": loss.item(), "epoch_acc": int(epoch["correct_sum"]) / (epoch["iter_cnt"] * args["batch_size"])}
+
+    return step
+
+
+# https://github.com/jmschrei/tangermeme/pull/84 ("Fixed GPU memory leak in deep_lift_shap.py", merged)
+# Seen: "`_clear_hooks()` did not clear detached input/output tensors, keeping it in GPU memory ... they are never
+# cleared even when _clear_hooks() is called (as this only clears the hooks themselves). So input/activations are kept
+# and only cleared when the entire module is cleared"; it arises when "Loading multiple models, running
+# `deep_lift_shap` on each model serially (now GPU must hold `N models x (model weights + inputs + activations)`".
+# Fix (merged; the maintainer "Confirmed the leak and the fix on GPU (one H200) against four pretrained models: BPNet
+# (K562 CTCF), Cherimoya, DeepSTARR, and Enformer"): `_clear_hooks` also deletes `module.input` and `module.output`.
+# Here a per-TF model series: each step loads the next small BPNet-style model (dilated convolutions over one-hot
+# DNA), keeps it in the loaded set (to predict with later, as the PR's first scenario does), and runs tangermeme's
+# deep_lift_shap as it was before the fix: forward pre-hook, forward hook and full backward hook on every ReLU (the
+# rescale rule), each sequence stacked with its shuffled references, one autograd.grad for the multipliers, then
+# `model.apply(_clear_hooks)`, which removes the handles but leaves each ReLU's last `input` and `output` copies on
+# the module. The model's own weights are small (a few KB); the copies left on its ReLUs are ~0.4 MB.
+def _r221_fp_hook(module, inputs):
+    module.input = inputs[0].clone().detach()
+
+
+def _r221_f_hook(module, inputs, outputs):
+    module.output = outputs.clone().detach()
+
+
+def _r221_nonlinear(module, grad_input, grad_output):
+    delta_in_ = torch.sub(*module.input.chunk(2))
+    delta_out_ = torch.sub(*module.output.chunk(2))
+    delta_in = torch.cat([delta_in_, delta_in_])
+    delta_out = torch.cat([delta_out_, delta_out_])
+    delta = delta_out / delta_in
+    idxs = torch.abs(delta_in) < 1e-6
+    return (torch.where(idxs, grad_input[0], grad_output[0] * delta),)
+
+
+_r221_NON_LINEAR_OPS = {nn.ReLU: _r221_nonlinear}
+
+
+def _r221_b_hook(module, grad_input, grad_output):
+    return module._NON_LINEAR_OPS[type(module)](module, grad_input, grad_output)
+
+
+def _r221_register_hooks(module):
+    if len(module._backward_hooks) > 0:
+        return
+    if not isinstance(module, tuple(module._NON_LINEAR_OPS.keys())):
+        return
+    module.handles = []
+    module.handles.append(module.register_forward_hook(_r221_f_hook))
+    module.handles.append(module.register_forward_pre_hook(_r221_fp_hook))
+    module.handles.append(module.register_full_backward_hook(_r221_b_hook))
+
+
+def _r221_clear_hooks(module):
+    if hasattr(module, "handles") and len(module.handles) > 0:
+        for handle in module.handles:
+            handle.remove()
+        del module.handles  # LEAK: module.input and module.output (the last batch's activations) stay on the module
+
+
+class _r221_BPNet(nn.Module):
+    """BPNet in miniature: a wide first convolution, residual dilated convolutions, a count head per task."""
+
+    def __init__(self, n_filters=8, n_layers=3, n_outputs=2):
+        super().__init__()
+        self.iconv = nn.Conv1d(4, n_filters, kernel_size=9, padding=4)
+        self.irelu = nn.ReLU()
+        self.rconvs = nn.ModuleList([nn.Conv1d(n_filters, n_filters, kernel_size=3, padding=2 ** i, dilation=2 ** i)
+                                     for i in range(1, n_layers)])
+        self.rrelus = nn.ModuleList([nn.ReLU() for _ in range(1, n_layers)])
+        self.linear = nn.Linear(n_filters, n_outputs)
+
+    def forward(self, X):
+        X = self.irelu(self.iconv(X))
+        for conv, relu in zip(self.rconvs, self.rrelus, strict=True):
+            X = X + relu(conv(X))
+        return self.linear(X.mean(dim=2))
+
+
+def _r221_deep_lift_shap(model, X, target, n_shuffles, gen):
+    for module in model.modules():
+        module._NON_LINEAR_OPS = _r221_NON_LINEAR_OPS
+    model.eval()
+    try:
+        model.apply(_r221_register_hooks)
+        _X = X.repeat_interleave(n_shuffles, dim=0).requires_grad_()
+        perms = torch.argsort(torch.rand(_X.shape[0], _X.shape[2], generator=gen), dim=1)
+        _references = torch.gather(_X.detach(), 2, perms.unsqueeze(1).expand(-1, 4, -1)).requires_grad_()
+        X_ = torch.cat([_X, _references])
+        with torch.autograd.set_grad_enabled(True):
+            y = model(X_)[:, target]
+            multipliers = torch.autograd.grad(y.sum(), _X)[0]
+        attr = (multipliers * (_X - _references)).detach()
+        return attr.view(X.shape[0], n_shuffles, *X.shape[1:]).mean(dim=1)
+    finally:
+        model.apply(_r221_clear_hooks)
+        for module in model.modules():
+            if hasattr(module, "_NON_LINEAR_OPS"):
+                del module._NON_LINEAR_OPS
+
+
+def deep_lift_shap_models_keep_hook_activations(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2212)
+    seq_len, n_seqs, n_shuffles = 128, 4, 2
+    loaded_models = []  # the per-TF models the analysis keeps loaded, to predict with afterwards
+
+    def step():  # load the next model of the series and explain its top sequences
+        model = _r221_BPNet().to(device)  # stands for torch.load of the next TF's checkpoint
+        loaded_models.append(model)
+        X = nn.functional.one_hot(torch.randint(0, 4, (n_seqs, seq_len), generator=gen), 4).transpose(1, 2).float()
+        attr = _r221_deep_lift_shap(model, X.to(device), target=0, n_shuffles=n_shuffles, gen=gen)
+        return {"attr_abs_sum": float(attr.abs().sum()), "models_loaded": len(loaded_models)}
+
+    return step
+
+
+# https://github.com/shap/shap/issues/4839 ("BUG: DeepExplainer (PyTorch) leaks memory due to traversal bug in
+# remove_attributes", open; labelled bug)
+# Seen: "a growing memory leak and what looks like stale tensor data when running `DeepExplainer` on some of my PyTorch
+# models ... `add_handles` ... correctly recurses through any module that has children ... `remove_attributes` ...
+# tries to decide if it should recurse by checking `"nn.modules.container" in str(type(child))` ... If you have a
+# custom wrapper like a ResNet block, an attention layer" its inner layers keep their `x` and `y`.
+# Fix (proposed there, not merged in the stored thread): let remove_attributes recurse the way add_handles does
+# (into every module with children), so every leaf's `x` and `y` are deleted after shap_values.
+# Here a (downsampled, 10x10) digit classifier built from a custom residual block class (not an nn.Sequential), explained with shap's
+# PyTorchDeep as it is: add_handles puts add_interim_values and the deeplift gradient hook on every leaf module,
+# add_interim_values stores the ReLUs' input and output as `x` and `y` (nn.Parameters), shap_values tiles each image
+# against the background and takes the modified gradient, and remove_attributes then deletes `x`/`y` only on the
+# model's direct children: the ReLUs inside the residual blocks keep theirs. Each step explains the next epoch's
+# checkpoint of the model, and the checkpoints are kept to compare their explanations; their weights are ~10 KB each,
+# the stale `x`/`y` ~0.4 MB.
+def _r221_add_interim_values(module, input, output):
+    try:
+        del module.x
+    except AttributeError:
+        pass
+    try:
+        del module.y
+    except AttributeError:
+        pass
+    if module.__class__.__name__ in _r221_SHAP_OP_HANDLER:
+        module.x = nn.Parameter(input[0].detach())
+        module.y = nn.Parameter(output.detach())
+
+
+def _r221_nonlinear_1d(module, grad_input, grad_output):
+    delta_out = module.y[: int(module.y.shape[0] / 2)] - module.y[int(module.y.shape[0] / 2):]
+    delta_in = module.x[: int(module.x.shape[0] / 2)] - module.x[int(module.x.shape[0] / 2):]
+    dup0 = [2] + [1 for _ in delta_in.shape[1:]]
+    grads = [None for _ in grad_input]
+    grads[0] = torch.where(torch.abs(delta_in.repeat(dup0)) < 1e-6, grad_input[0],
+                           grad_output[0] * (delta_out / delta_in).repeat(dup0))
+    return tuple(grads)
+
+
+_r221_SHAP_OP_HANDLER = {"ReLU": _r221_nonlinear_1d}
+
+
+def _r221_deeplift_grad(module, grad_input, grad_output):
+    handler = _r221_SHAP_OP_HANDLER.get(module.__class__.__name__)
+    return handler(module, grad_input, grad_output) if handler is not None else None
+
+
+class _r221_PyTorchDeep:
+    """shap.explainers._deep.deep_pytorch.PyTorchDeep in outline (single output index, no multi-input)."""
+
+    def __init__(self, model, data):
+        self.model = model.eval()
+        self.data = data
+
+    def add_handles(self, model, forward_handle, backward_handle):
+        handles_list = []
+        model_children = list(model.children())
+        if model_children:
+            for child in model_children:
+                handles_list.extend(self.add_handles(child, forward_handle, backward_handle))
+        else:
+            handles_list.append(model.register_forward_hook(forward_handle))
+            handles_list.append(model.register_full_backward_hook(backward_handle))
+        return handles_list
+
+    def remove_attributes(self, model):
+        for child in model.children():
+            if "nn.modules.container" in str(type(child)):
+                self.remove_attributes(child)
+            else:
+                try:
+                    del child.x  # LEAK: a custom block is not a container: its inner ReLUs keep their x and y
+                except AttributeError:
+                    pass
+                try:
+                    del child.y
+                except AttributeError:
+                    pass
+
+    def gradient(self, idx, inputs):
+        self.model.zero_grad()
+        X = inputs.requires_grad_()
+        outputs = self.model(X)
+        selected = outputs[:, idx].sum()
+        return torch.autograd.grad(selected, X)[0]
+
+    def shap_values(self, X, idx=0):
+        handles = self.add_handles(self.model, _r221_add_interim_values, _r221_deeplift_grad)
+        phis = []
+        for j in range(X.shape[0]):
+            tiled_X = X[j:j + 1].repeat((self.data.shape[0],) + tuple(1 for _ in X.shape[1:]))
+            joint_x = torch.cat((tiled_X, self.data), dim=0)
+            sample_phis = self.gradient(idx, joint_x)
+            phis.append((sample_phis[self.data.shape[0]:] * (X[j:j + 1] - self.data)).mean(0).detach())
+        for h in handles:
+            h.remove()
+        self.remove_attributes(self.model)
+        return torch.stack(phis)
+
+
+class _r221_ResBlock(nn.Module):
+    def __init__(self, ch):
+        super().__init__()
+        self.conv1 = nn.Conv2d(ch, ch, 3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(ch, ch, 3, padding=1)
+        self.relu2 = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu2(x + self.conv2(self.relu1(self.conv1(x))))
+
+
+class _r221_DigitNet(nn.Module):
+    def __init__(self, ch=8):
+        super().__init__()
+        self.stem = nn.Conv2d(1, ch, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.block1 = _r221_ResBlock(ch)
+        self.block2 = _r221_ResBlock(ch)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(ch, 10)
+
+    def forward(self, x):
+        return self.fc(self.flatten(self.pool(self.block2(self.block1(self.relu(self.stem(x)))))))
+
+
+def shap_deep_explainer_custom_blocks_keep_activations(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2213)
+    background = torch.rand(8, 1, 10, 10, generator=gen).to(device)
+    test_images = torch.rand(2, 1, 10, 10, generator=gen).to(device)
+    explained = []  # (checkpoint, its shap values): kept to compare the explanations across epochs
+
+    def step():  # explain the next epoch's checkpoint
+        model = _r221_DigitNet().to(device)  # stands for loading the epoch's checkpoint
+        e = _r221_PyTorchDeep(model, background)
+        shap_values = e.shap_values(test_images, idx=3)
+        explained.append((model, shap_values))
+        return {"shap_abs_sum": float(shap_values.abs().sum()), "checkpoints": len(explained)}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/47589 ("LambdaLR + class binding causes GPU memory leakage", closed;
+# labelled module: memory usage, module: optimizer, triaged)
+# Seen: "When `torch.optim.lr_scheduler.LambdaLR` is used in a specific way (where the optimizer and the scheduler are
+# both attached to an object instance and the lambda function refers to an instance variable), a GPU memory leak is
+# observed ... A gradual increase in peak memory usage is observed in the main GPU device. This will cause OOM error
+# eventually"; the reporter builds the object anew on every run ("I need to run the same code multiple times in a
+# single process").
+# Fix (not in the stored part of the thread): the lambda over `self` closes a reference cycle (object -> scheduler ->
+# lr_lambdas -> lambda -> cell -> object), so each run's Adam state is freed only by the garbage collector; break the
+# cycle (a lambda that does not capture `self`, e.g. over a local copy of the value) or collect after each run.
+# Here the reporter's loop, one `Foo().run()` per step, with the weights shared across runs: each run's Foo, its Adam
+# (exp_avg, exp_avg_sq) and its LambdaLR are cyclic garbage. The run harness turns the automatic collector off while
+# runs go on (as training drivers do to keep step times even), so only an explicit gc.collect() would free them.
+# Changes the whole process: gc.disable().
+_r221_LAMBDA_LR_WEIGHT = {}
+
+
+class _r221_Foo:
+    def __init__(self, device):
+        weight = _r221_LAMBDA_LR_WEIGHT[device]
+        self.device = device
+        self.lr = 1.0
+        self.op = torch.optim.Adam(weight.parameters())
+        self.sc = torch.optim.lr_scheduler.LambdaLR(self.op, lr_lambda=lambda s: self.lr)  # LEAK: closes over self: a cycle
+
+    def run(self, x):
+        weight = _r221_LAMBDA_LR_WEIGHT[self.device]
+        loss = weight(x).mean()
+        self.op.zero_grad()
+        loss.backward()
+        self.op.step()
+        self.sc.step()
+        return loss
+
+
+def lambda_lr_closure_over_runner_cycle(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2214)
+    _r221_LAMBDA_LR_WEIGHT[device] = nn.Linear(100, 100).to(device)
+    gc.collect()  # the harness frees its set-up's garbage before the first run ...
+    gc.disable()  # ... and turns automatic collection off while the runs go on
+
+    def step():  # one Foo().run()
+        loss = _r221_Foo(device).run(torch.randn(32, 100, generator=gen).to(device))
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/HEmile/storchastic/issues/26 ("Memory leak in stochastic computation graph", closed; labelled bug)
+# Seen: "Empirically, training the discrete vae using stochastic computation graphs is leaking memory. Using objgraph, I
+# found that this is not because of references not being freed. In fact, it seems to be because of large cyclical
+# references that the Python GC does not seem to free. They seem to be caused by the backwards hook: Its closure has a
+# reference to both its parent Tensor and StochasticTensor."
+# Fix (by the reporter, the maintainer, in commit 922f77a "Tackled memory leak because of complex cyclical
+# references": "The backwards hook in storch.method.method contained a closure referring to its encompasing
+# StochasticTensor. Removing this closure seems to fix the memory leak"): _create_hook takes `sample._accum_grads`
+# out first, `del sample, tensor`, and keys the gradients by the parameter's name instead of the tensor.
+# Here storch's discrete VAE as of that commit's parent: the encoder's logits parameterise a RelaxedOneHotCategorical,
+# GumbelSoftmax's Method.sample() wraps the sample in a StochasticTensor and registers on each distribution parameter a
+# hook from _create_hook, whose closure keeps the StochasticTensor and the parameter tensor (it stores the gradient in
+# `sample._accum_grads[tensor]`); the decoder's reconstruction cost is backpropagated and Adam steps. The hook lives on
+# the parameter's grad_fn, a C++ node the garbage collector cannot see into, so the cycle parameter -> grad_fn -> hook ->
+# StochasticTensor -> distribution -> parameter is never found: each step's sample, logits, distribution and stored
+# gradient stay for good (gc.collect() frees nothing of it).
+# No catalog entry: the cycle runs through the autograd graph itself (a hook on a non-leaf tensor closing over the
+# object that holds the tensor), which neither reference counting nor the collector can break; the fix removes the
+# back-reference from the hook, not a container.
+class _r221_StochasticTensor:
+    """storch.tensor.StochasticTensor in outline: the sample, its distribution, and the gradients the hooks collect."""
+
+    def __init__(self, tensor, method, distribution, n, name):
+        self._tensor = tensor
+        self.method = method
+        self.distribution = distribution
+        self.n = n
+        self.name = name
+        self.batch_shape = tensor.shape[:-1]
+        self.batch_links = []
+        self._accum_grads = {}
+
+
+class _r221_GumbelSoftmax(nn.Module):
+    """storch.method.GumbelSoftmax with storch.method.Method's sample() and _create_hook() before commit 922f77a."""
+
+    def __init__(self, temperature=1.0):
+        super().__init__()
+        self.temperature = temperature
+
+    @staticmethod
+    def _create_hook(sample, tensor, name):
+        event_shape = list(tensor.shape)
+        tensor.param_name = name
+
+        def hook(grad):
+            accum_grads = sample._accum_grads  # LEAK: the closure keeps the StochasticTensor (and the tensor): a cycle
+            if tensor not in accum_grads:     # through the parameter's grad_fn that the collector cannot see
+                add_n = [sample.n] if sample.n > 1 else []
+                accum_grads[tensor] = grad.new_zeros(add_n + event_shape)
+            accum_grads[tensor] += grad
+
+        return hook
+
+    def sample(self, sample_name, distr, n=1):
+        params = [("logits", distr.logits)]
+        tensor = distr.rsample((n,))
+        if n == 1:
+            tensor = tensor.squeeze(0)
+        s_tensor = _r221_StochasticTensor(tensor, self, distr, n, sample_name)
+        for name, param in params:
+            param.register_hook(self._create_hook(s_tensor, param, name))
+        return s_tensor
+
+
+class _r221_DiscreteVAE(nn.Module):
+    def __init__(self, pixels=196, latents=4, categories=10, hidden=128):
+        super().__init__()
+        self.latents, self.categories = latents, categories
+        self.fc1 = nn.Linear(pixels, hidden)
+        self.fc2 = nn.Linear(hidden, latents * categories)
+        self.fc3 = nn.Linear(latents * categories, hidden)
+        self.fc4 = nn.Linear(hidden, pixels)
+        self.method = _r221_GumbelSoftmax()
+
+    def encode(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+    def decode(self, z):
+        return torch.sigmoid(self.fc4(torch.relu(self.fc3(z))))
+
+    def forward(self, x):
+        logits = self.encode(x).view(-1, self.latents, self.categories)
+        q = torch.distributions.RelaxedOneHotCategorical(torch.tensor(self.method.temperature, device=x.device),
+                                                         logits=logits)
+        z = self.method.sample("z", q)
+        return self.decode(z._tensor.reshape(-1, self.latents * self.categories)), z
+
+
+def discrete_vae_sample_hook_closes_over_stochastic_tensor(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2215)
+    model = _r221_DiscreteVAE().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():  # one batch of train(): the binarized 14x14 digits, reconstruction cost, backward, Adam step
+        data = (torch.rand(64, 196, generator=gen) < 0.3).float().to(device)
+        recon_batch, z = model(data)
+        cost = nn.functional.binary_cross_entropy(recon_batch, data, reduction="none").sum(1).mean()
+        _update(optimizer, cost)
+        return {"loss": cost.item()}
+
+    return step
+
+
+# Round 22, h2.
+# Imports this fragment needs: none beyond those fresh_steps.py already imports (it uses copy, itertools, uuid, zlib, torch, nn).
+
+
+# https://github.com/explosion/spaCy/issues/5083 ("Streaming Data Memory Growth (reprise)", closed), with
+# https://github.com/explosion/spaCy/pull/13621 ("Support 'memory zones' for user memory management", merged)
+# Seen: "nlp.vocab.strings increases without bound" while a web app streams messages through nlp.pipe();
+# the maintainer: "you're right that the `StringStore` is allowed to keep growing". PR #13621: "spaCy creates
+# and stores Lexeme objects in the Vocab that can be shared between multiple Doc objects. It also interns
+# strings ... so new Lexemes accumulate in the vocab, causing memory pressure."
+# Fix (merged in #13621, spaCy 3.8): process inside `with nlp.memory_zone():`, after which the Lexemes and
+# strings added in the block are freed; before that, the advice was to reload the nlp object now and then.
+# Here a message-routing service tokenizes each batch of streamed messages (every one carries a fresh order id
+# and amount) with a spaCy-style Vocab, then scores it with a hashed-embedding text classifier: every new token
+# adds a Lexeme and its interned strings (text, lower, shape, prefix, suffix) to the vocab for good.
+# ENTRY None: no catalog entry keeps an interning table (the vocab's string store and lexemes, no tensors) that
+# grows with every distinct input string, and whose fix is a scope that frees what was added in it.
+class _r222_StringStore:
+    def __init__(self):
+        self._map = {}
+
+    def add(self, string):
+        key = zlib.crc32(string.encode()) | (len(string) << 32)
+        if key not in self._map:
+            self._map[key] = string
+        return key
+
+    def __len__(self):
+        return len(self._map)
+
+
+class _r222_Lexeme:
+    __slots__ = ("orth", "lower", "norm", "shape", "prefix", "suffix", "is_alpha", "is_digit")
+
+    def __init__(self, strings, text):
+        self.orth = strings.add(text)
+        self.lower = strings.add(text.lower())
+        self.norm = self.lower
+        shape = "".join("X" if c.isupper() else "x" if c.isalpha() else "d" if c.isdigit() else c for c in text)
+        self.shape = strings.add(shape[:4])
+        self.prefix = strings.add(text[:1])
+        self.suffix = strings.add(text[-3:])
+        self.is_alpha, self.is_digit = text.isalpha(), text.isdigit()
+
+
+class _r222_Vocab:
+    def __init__(self):
+        self.strings = _r222_StringStore()
+        self._by_orth = {}
+
+    def get(self, text):
+        orth = self.strings.add(text)
+        lex = self._by_orth.get(orth)
+        if lex is None:
+            lex = _r222_Lexeme(self.strings, text)
+            self._by_orth[orth] = lex  # LEAK: every new token's Lexeme (and its interned strings) stays in the vocab
+        return lex
+
+    def __len__(self):
+        return len(self._by_orth)
+
+
+class _r222_Doc:
+    def __init__(self, vocab, words):
+        self.vocab = vocab
+        self.lexemes = [vocab.get(w) for w in words]
+
+
+class _r222_Language:
+    def __init__(self):
+        self.vocab = _r222_Vocab()
+
+    def tokenizer(self, text):
+        return text.replace(",", " , ").replace(".", " . ").split()
+
+    def pipe(self, texts):
+        for text in texts:
+            yield _r222_Doc(self.vocab, self.tokenizer(text))
+
+
+class _r222_HashTextCat(nn.Module):
+    def __init__(self, rows=4096, width=32, n_labels=4):
+        super().__init__()
+        self.rows = rows
+        self.embed = nn.EmbeddingBag(rows, width, mode="mean")
+        self.out = nn.Linear(width, n_labels)
+
+    def forward(self, docs):
+        ids, offsets = [], []
+        for doc in docs:
+            offsets.append(len(ids))
+            for lex in doc.lexemes:
+                ids.extend((lex.norm % self.rows, lex.shape % self.rows, lex.suffix % self.rows))
+        return self.out(self.embed(torch.tensor(ids), torch.tensor(offsets)))
+
+
+def spacy_vocab_interns_every_streamed_token(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2221)
+    nlp = _r222_Language()
+    textcat = _r222_HashTextCat().to(device)
+    opt = torch.optim.SGD(textcat.parameters(), lr=0.1)
+    templates = ["Order {} shipped to customer {}, total {} EUR.", "Refund {} requested by customer {} for {} EUR.",
+                 "Customer {} asks where order {} is, paid {} EUR.", "Invoice {} for account {} overdue by {} days."]
+
+    def step():  # one batch of 16 streamed messages: tokenize, classify, learn from the routing label
+        labels = torch.randint(0, 4, (16,), generator=gen)
+        ids = torch.randint(10**6, 10**7, (16, 2), generator=gen)
+        amounts = torch.rand(16, generator=gen) * 500
+        texts = [templates[int(k)].format(f"A{int(i)}", int(j), f"{float(a):.2f}")
+                 for k, (i, j), a in zip(labels, ids, amounts, strict=True)]
+        docs = list(nlp.pipe(texts))
+        loss = nn.functional.cross_entropy(textcat(docs), labels.to(device))
+        _update(opt, loss)
+        return {"loss": loss.item(), "vocab_size": len(nlp.vocab), "strings": len(nlp.vocab.strings)}
+
+    return step
+
+
+# https://github.com/jax-ml/jax/pull/1605 ("fix a leak where compiled results lived too long", merged)
+# Seen: "for i in range(40): f = jit(lambda: 1. * np.ones((300, 1024, 1024))); f().block_until_ready()" ran out
+# of memory: "Even though f was being rebound on every iteration, the cache entries corresponding to the previous
+# iterations of the loop were sticking around."
+# Fix (merged): a two-level compilation cache whose first level is a WeakKeyDictionary keyed by the raw Python
+# callable, so "if the user drops all references to a function", its compiled entries go with it; on the user's
+# side, jit the function once outside the loop and pass the batch as an argument.
+# Here a JAX-style training loop in miniature: each step jits a fresh lambda that closes over the step's batch
+# (as `jit(lambda w: loss(w, x, y))` does), so every call misses the module-level compilation cache, keyed by the
+# callable and the argument shapes; the "compiled executable" keeps the closed-over arrays as baked-in constants,
+# as XLA does, and the cache keeps every step's entry.
+_r222_COMPILE_CACHE = {}
+
+
+class _r222_Executable:
+    """A compiled computation: the traced function and the constants captured from its closure."""
+
+    def __init__(self, fun, in_avals):
+        self.fun = fun
+        self.in_avals = in_avals
+        cells = fun.__closure__ or ()
+        self.constants = [c.cell_contents.detach().clone() for c in cells
+                          if isinstance(c.cell_contents, torch.Tensor)]
+
+    def __call__(self, *args):
+        return self.fun(*args)
+
+
+def _r222_jit(fun):
+    def wrapped(*args):
+        in_avals = tuple((tuple(a.shape), a.dtype) for a in args)
+        key = (fun, in_avals)
+        executable = _r222_COMPILE_CACHE.get(key)
+        if executable is None:
+            executable = _r222_Executable(fun, in_avals)
+            _r222_COMPILE_CACHE[key] = executable  # LEAK: keyed by this step's fresh lambda: never hit again, never dropped
+        return executable(*args)
+
+    return wrapped
+
+
+def jit_cache_keyed_by_fresh_closure(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2222)
+    w_true = torch.randn(64, 1, generator=gen)
+    params = {"w": torch.zeros(64, 1, device=device, requires_grad=True)}
+
+    def loss(w, x, y):
+        return ((x @ w - y) ** 2).mean()
+
+    def step():  # one SGD step of a linear regression, written the JAX way
+        x = torch.randn(256, 64, generator=gen)
+        y = x @ w_true + 0.1 * torch.randn(256, 1, generator=gen)
+        x, y = x.to(device), y.to(device)
+        loss_fn = _r222_jit(lambda w: loss(w, x, y))
+        value = loss_fn(params["w"])
+        (grad,) = torch.autograd.grad(value, params["w"])
+        with torch.no_grad():
+            params["w"] -= 0.05 * grad
+        return {"loss": value.item(), "cache_entries": len(_r222_COMPILE_CACHE)}
+
+    return step
+
+
+# https://github.com/gnina/libmolgrid/issues/45 ("Memory leak when using cache_mols", closed)
+# Seen: training jobs using molgrid "were getting OOM errors at about 6 hours runtime ... about 3.5 gb/hour"; the
+# reporter "isolated the leak to one line of code: batch = e.next_batch(batch_size)" and "constructed my
+# ExampleProvider with cache_structs=False, and the leak disappeared", asking for "a (configurable?) ceiling on
+# the size of the cache". (Closed by its reporter as a double post; the docs say "cache_structs is true by default
+# which will load the entirety of the dataset into memory".)
+# Fix (the reporter's, measured by RSS plots in the thread): ExampleProviderSettings(cache_structs=False), so the
+# structures are re-read from their files; no bounded cache was added.
+# Here a docking-score CNN trains from a types file of receptor/ligand pairs, each a structure file of its own:
+# the ExampleProvider's CoordCache parses every structure it has not seen and, with cache_structs left at its
+# default, keeps its CoordinateSet in a dict keyed by file name for the rest of the run (the reporter's loop used
+# TensorFlow; molgrid's torch bindings are used the same way).
+class _r222_CoordinateSet:
+    def __init__(self, coords, type_index, radii, src):
+        self.coords, self.type_index, self.radii, self.src = coords, type_index, radii, src
+
+    def clone(self):
+        return _r222_CoordinateSet(self.coords.clone(), self.type_index.clone(), self.radii.clone(), self.src)
+
+    def center(self):
+        return self.coords.mean(0)
+
+
+class _r222_CoordCache:
+    """libmolgrid's CoordCache: reads a structure file into a CoordinateSet, keeping it when use_cache is set."""
+
+    def __init__(self, n_types, cache_structs=True):
+        self.n_types, self.use_cache, self.memcache = n_types, cache_structs, {}
+
+    def _read_structure(self, fname):  # stands in for OpenBabel parsing the file
+        seed = zlib.crc32(fname.encode())
+        g = torch.Generator().manual_seed(seed)
+        n_atoms = 120 + seed % 60 if fname.startswith("rec/") else 20 + seed % 20
+        coords = torch.randn(n_atoms, 3, generator=g) * (6.0 if n_atoms > 100 else 2.0)
+        types = torch.randint(0, self.n_types, (n_atoms,), generator=g)
+        radii = 1.2 + 0.6 * torch.rand(n_atoms, generator=g)
+        return _r222_CoordinateSet(coords, types, radii, fname)
+
+    def set_coords(self, fname):
+        if fname in self.memcache:
+            return self.memcache[fname].clone()  # always copy out of cache
+        coord = self._read_structure(fname)
+        if self.use_cache:
+            self.memcache[fname] = coord  # LEAK: cache_structs=True: every structure ever read stays in memory
+        return coord.clone()
+
+
+class _r222_ExampleProvider:
+    def __init__(self, types_lines, n_types, cache_structs=True):
+        self.lines = types_lines
+        self.cache = _r222_CoordCache(n_types, cache_structs)
+        self.pos = 0
+
+    def next_batch(self, batch_size):
+        batch = []
+        for _ in range(batch_size):
+            label, rec, lig = self.lines[self.pos % len(self.lines)]
+            self.pos += 1
+            batch.append((label, self.cache.set_coords(rec), self.cache.set_coords(lig)))
+        return batch
+
+
+class _r222_GridMaker:
+    def __init__(self, resolution=1.0, dimension=9.0):
+        n = int(dimension / resolution) + 1
+        axis = torch.linspace(-dimension / 2, dimension / 2, n)
+        self.points = torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
+        self.n = n
+
+    def forward(self, center, coord_set, n_types):
+        d2 = torch.cdist(self.points, coord_set.coords - center).pow(2)
+        density = torch.exp(-(2.0 * d2 / coord_set.radii.pow(2)).clamp(max=20.0))  # no denormals far out
+        onehot = nn.functional.one_hot(coord_set.type_index, n_types).float()
+        return (density @ onehot).T.reshape(n_types, self.n, self.n, self.n)
+
+
+def molgrid_coord_cache_keeps_every_structure(device):
+    torch.manual_seed(0)
+    n_types = 4
+    types_lines = [(i % 2, f"rec/{i // 4:06d}_rec.gninatypes", f"lig/{i:07d}_lig.gninatypes") for i in range(60000)]
+    provider = _r222_ExampleProvider(types_lines, n_types)  # cache_structs defaults to True
+    gmaker = _r222_GridMaker()
+    model = nn.Sequential(nn.Conv3d(2 * n_types, 8, 3, padding=1), nn.ReLU(), nn.MaxPool3d(2),
+                          nn.Conv3d(8, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool3d(1),
+                          nn.Flatten(), nn.Linear(8, 2)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():  # one batch of 4 receptor/ligand poses: grid them, score them, learn
+        batch = provider.next_batch(4)
+        grids, labels = [], []
+        for label, rec, lig in batch:  # receptor channels, then ligand channels, as molgrid's GridMaker lays them out
+            both = _r222_CoordinateSet(torch.cat([rec.coords, lig.coords]), torch.cat([rec.type_index, lig.type_index + n_types]),
+                                       torch.cat([rec.radii, lig.radii]), None)
+            grids.append(gmaker.forward(lig.center(), both, 2 * n_types))
+            labels.append(label)
+        loss = nn.functional.cross_entropy(model(torch.stack(grids).to(device)), torch.tensor(labels, device=device))
+        _update(opt, loss)
+        return {"loss": loss.item(), "cached_structures": len(provider.cache.memcache)}
+
+    return step
+
+
+# https://github.com/scverse/scvi-tools/issues/2053 ("Un-registering an anndata object from an scvi-tools
+# BaseModelClass model", closed), fixed by https://github.com/scverse/scvi-tools/pull/2060 (merged)
+# Seen: to build a dataloader from an AnnData object it "must be registered with the model which then seems to
+# create a pointer to that object in the model itself. This creates an issue for perturbational prediction
+# models like CPA where you might want to run inference on many new datasets, which will then accumulate in
+# memory due the pointers to all of these datasets in the model itself"; another user "had this same issue a
+# while back and had to clear the pointers occasionally".
+# Fix (merged, #2060, "Add `deregister_manager` function to base model class"): `model.deregister_manager(adata)`
+# deletes the dataset's AnnDataManager from the class-level and the per-instance manager stores.
+# Here a trained scVI-style model serves latent representations for a stream of query datasets (one perturbation
+# screen per step): `_validate_anndata` finds no manager for the new AnnData, transfers the setup to it, and
+# registers the new manager, which holds the AnnData, in the class's per-instance manager store; the caller drops
+# its AnnData after each query, but the store keeps every one.
+class _r222_AnnData:
+    def __init__(self, X, obs):
+        self.X, self.obs, self.uns = X, obs, {}
+
+
+class _r222_AnnDataManager:
+    def __init__(self, adata, fields):
+        if "_scvi_uuid" not in adata.uns:
+            adata.uns["_scvi_uuid"] = uuid.uuid4().hex
+        self.adata, self.fields, self.adata_uuid = adata, fields, adata.uns["_scvi_uuid"]
+        self.registry = {"X": adata.X, "batch": torch.tensor([fields["batch_codes"].get(b, 0) for b in adata.obs["batch"]])}
+
+    def transfer_fields(self, adata):
+        return _r222_AnnDataManager(adata, self.fields)
+
+    def get_from_registry(self, key):
+        return self.registry[key]
+
+
+class _r222_BaseModelMeta(type):
+    def __init__(cls, name, bases, dct):
+        cls._setup_adata_manager_store = {}  # adata uuid -> AnnDataManager
+        cls._per_instance_manager_store = {}  # model instance id -> {adata uuid -> AnnDataManager}
+        super().__init__(name, bases, dct)
+
+
+class _r222_VAE(nn.Module):
+    def __init__(self, n_genes, n_batch, n_latent=10, n_hidden=64):
+        super().__init__()
+        self.n_batch = n_batch
+        self.encoder = nn.Sequential(nn.Linear(n_genes + n_batch, n_hidden), nn.ReLU(), nn.Linear(n_hidden, 2 * n_latent))
+
+    def inference(self, x, batch_index):
+        h = torch.cat([torch.log1p(x), nn.functional.one_hot(batch_index, self.n_batch).float()], -1)
+        qz_m, qz_v = self.encoder(h).chunk(2, -1)
+        return qz_m, qz_v.exp()
+
+
+class _r222_SCVI(metaclass=_r222_BaseModelMeta):
+    @classmethod
+    def setup_anndata(cls, adata, batch_key="batch"):
+        codes = {b: i for i, b in enumerate(sorted(set(adata.obs[batch_key])))}
+        manager = _r222_AnnDataManager(adata, {"batch_codes": codes})
+        cls._setup_adata_manager_store[manager.adata_uuid] = manager
+
+    def __init__(self, adata):
+        self.id = uuid.uuid4().hex
+        self.adata = adata
+        self.adata_manager = self._setup_adata_manager_store[adata.uns["_scvi_uuid"]]
+        self._register_manager_for_instance(self.adata_manager)
+        self.module = _r222_VAE(adata.X.shape[1], len(self.adata_manager.fields["batch_codes"]))
+
+    def _register_manager_for_instance(self, adata_manager):
+        store = self._per_instance_manager_store.setdefault(self.id, {})
+        store[adata_manager.adata_uuid] = adata_manager  # LEAK: each query AnnData stays registered with the model
+
+    def get_anndata_manager(self, adata):
+        store = self._per_instance_manager_store.get(self.id, {})
+        return store.get(adata.uns.get("_scvi_uuid"))
+
+    def _validate_anndata(self, adata):
+        if self.get_anndata_manager(adata) is None:
+            self._register_manager_for_instance(self.adata_manager.transfer_fields(adata))
+        return adata
+
+    @torch.inference_mode()
+    def get_latent_representation(self, adata, batch_size=128):
+        adata = self._validate_anndata(adata)
+        manager = self.get_anndata_manager(adata)
+        x, b = manager.get_from_registry("X"), manager.get_from_registry("batch")
+        out = [self.module.inference(x[i:i + batch_size], b[i:i + batch_size])[0] for i in range(0, len(x), batch_size)]
+        return torch.cat(out)
+
+
+def scvi_manager_store_keeps_every_query_adata(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2224)
+    n_genes = 200
+    ref = _r222_AnnData(torch.poisson(torch.rand(256, n_genes, generator=gen) * 3),
+                        {"batch": ["plate1", "plate2"] * 128})
+    _r222_SCVI.setup_anndata(ref)
+    model = _r222_SCVI(ref)
+    model.module.to(device)
+    screens = itertools.count()
+
+    def step():  # one query: a new perturbation screen's cells mapped into the reference latent space
+        n = next(screens)
+        query = _r222_AnnData(torch.poisson(torch.rand(96, n_genes, generator=gen) * 3).to(device),
+                              {"batch": ["plate1", "plate2"] * 48, "perturbation": [f"screen{n}"] * 96})
+        latent = model.get_latent_representation(query)
+        n_managers = len(model._per_instance_manager_store[model.id])
+        del query
+        return {"latent_norm": float(latent.norm(dim=1).mean()), "registered_adatas": n_managers}
+
+    return step
+
+
+# https://github.com/fedbiomed/fedbiomed/issues/1101 ("Researcher component needs better memory management", closed)
+# Seen: with a 600MB model over 100 rounds "after reaching round 22 the memory usage of program (researcher)
+# starts to go over 32 MB" and the notebook kernel dies; "This is due to `training_replies` that keeps all the
+# previous aggregated and individual model weights during the rounds of training", so the researcher "can handle
+# less round as number of nodes increases because there will be more model weights kept in the training replies".
+# Fix (in fedbiomed's Experiment since then; no PR is linked in the stored thread): `retain_full_history=False`
+# (`exp.set_retain_full_history(False)`) makes `commit_experiment_history` store only the last round's training
+# replies and aggregated parameters instead of one entry per round.
+# Here one step is one federated round of a 3-node FedAvg experiment run in-process: each node trains a copy of
+# the global model on a local batch and replies with its weights, the researcher aggregates them, and the
+# experiment commits the round to its history, which keeps every round's node weights and aggregated weights.
+class _r222_Experiment:
+    def __init__(self, model, retain_full_history=True):
+        self.model = model
+        self._retain_full_history = retain_full_history
+        self._training_replies, self._aggregated_params = {}, {}
+        self._round_current = 0
+
+    def _commit_experiment_history(self, training_replies, aggregated_params):
+        if self._retain_full_history:
+            self._training_replies[self._round_current] = training_replies  # LEAK: every round's node weights kept
+            self._aggregated_params[self._round_current] = {"params": aggregated_params}
+        else:
+            self._training_replies = {self._round_current: training_replies}
+            self._aggregated_params = {self._round_current: {"params": aggregated_params}}
+
+    def run_once(self, node_batches):
+        global_params = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        replies = {}
+        for node_id, (x, y) in node_batches.items():
+            local = copy.deepcopy(self.model)
+            local.load_state_dict(global_params)
+            opt = torch.optim.SGD(local.parameters(), lr=0.05)
+            loss = nn.functional.cross_entropy(local(x), y)
+            _update(opt, loss)
+            replies[node_id] = {"params": {k: v.detach().clone() for k, v in local.state_dict().items()},
+                                "sample_size": len(x), "loss": loss.item()}
+        total = sum(r["sample_size"] for r in replies.values())
+        aggregated = {k: sum(r["params"][k] * (r["sample_size"] / total) for r in replies.values())
+                      for k in global_params}
+        self.model.load_state_dict(aggregated)
+        self._commit_experiment_history(replies, aggregated)
+        self._round_current += 1
+        return sum(r["loss"] for r in replies.values()) / len(replies)
+
+
+def fedbiomed_training_replies_keep_every_round(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2225)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+    exp = _r222_Experiment(model)  # retain_full_history defaults to True
+    nodes = [f"NODE_{uuid.UUID(int=i).hex[:8]}" for i in range(3)]
+
+    def step():  # one federated round over three nodes
+        batches = {n: (torch.randn(32, 64, generator=gen).to(device), torch.randint(0, 10, (32,), generator=gen).to(device))
+                   for n in nodes}
+        loss = exp.run_once(batches)
+        return {"loss": loss, "rounds_in_history": len(exp._training_replies)}
+
+    return step
+
+
+# Round 22, h3.
+# Imports this fragment needs: none beyond fresh_steps.py's own (collections, ctypes, io, itertools,
+# multiprocessing, multiprocessing.pool, threading, zlib, torch, torch.multiprocessing as torch_mp, nn,
+# DataLoader, Dataset, RandomSampler and _update).
+
+
+# https://github.com/espnet/espnet/pull/613 ("Adds maxtaskperchild for multiprocessiterator", merged; after
+# chainer/chainer#4946, "Prevent leaking from multiprocessiterator.", open)
+# Seen: "The amount of memory is growing when we use `MultiprocessIterator` in large dataset training"
+# (chainer#4946): Chainer's MultiprocessIterator prefetches with a multiprocessing.Pool whose forked worker
+# processes live for the whole run. ESPnet's chainer backend fed it `TransformDataset(batchset,
+# LoadInputsAndTargets)`, where the batchset is the data.json's utterances, parsed into Python lists of
+# (utt_id, info dict) tuples, one list per minibatch; no measurement in either thread.
+# Fix (merged in ESPnet; the same proposed for Chainer in chainer/chainer#4972, left open): a `maxtasksperchild`
+# on the iterator's Pool, so each worker is replaced after that many tasks and what it accumulated goes with it
+# (no measurement given).
+# Here a Chainer-style MultiprocessIterator (a forked Pool of two workers, the dataset installed as a
+# global by the Pool's initializer, `_fetch_run` per minibatch index) serves an ESPnet-style batchset of
+# 24k utterances kept as JSON-parsed dicts; each step fetches two shuffled minibatches. Reading the dicts in
+# a long-lived worker writes their reference counts, so each worker copies the pages it has read; a small
+# frame classifier trains on the loaded features.
+_r223_FETCH_DATASET = None  # set in each pool worker by the initializer, as chainer's _fetch_setup does
+
+
+def _r223_fetch_setup(dataset):
+    global _r223_FETCH_DATASET
+    torch.set_num_threads(1)
+    _r223_FETCH_DATASET = dataset
+
+
+def _r223_fetch_run(index):
+    return _r223_FETCH_DATASET[index]  # LEAK: reading the JSON dicts in the long-lived worker copies their pages there
+
+
+class _r223_LoadInputsAndTargets:
+    """ESPnet's converter in outline: read each utterance's features from its ark offset, its token ids
+    from the info dict, and pad them into one minibatch."""
+
+    def __call__(self, minibatch):
+        feats, targets = [], []
+        for _utt_id, info in minibatch:
+            ark = info["input"][0]["feat"]
+            n_frames, n_dim = info["input"][0]["shape"]
+            gen = torch.Generator().manual_seed(int(ark.rsplit(":", 1)[1]))
+            feats.append(torch.randn(n_frames, n_dim, generator=gen))  # kaldiio.load_mat(ark), reduced
+            targets.append(int(info["output"][0]["tokenid"].split()[0]))
+        return nn.utils.rnn.pad_sequence(feats, batch_first=True), torch.tensor(targets)
+
+
+class _r223_TransformDataset:
+    def __init__(self, dataset, transform):
+        self._dataset, self._transform = dataset, transform
+
+    def __len__(self):
+        return len(self._dataset)
+
+    def __getitem__(self, i):
+        return self._transform(self._dataset[i])
+
+
+def _r223_make_batchset(n_utts=24_000, batch_size=8, seed=613):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(40, 120, (n_utts,), generator=gen).tolist()
+    tokens = torch.randint(1, 52, (n_utts, 12), generator=gen).tolist()
+    data = []
+    for i in range(n_utts):  # the data.json, as json.load returns it
+        data.append((f"spk{i % 300:03d}-utt{i:06d}", {
+            "input": [{"feat": f"dump/train/deltafalse/feats.{i % 32 + 1}.ark:{1000 + 37 * i}",
+                       "name": "input1", "shape": [lengths[i] // 8, 16]}],
+            "output": [{"name": "target1", "shape": [12, 52], "text": " ".join(f"w{t}" for t in tokens[i]),
+                        "token": " ".join(f"t{t}" for t in tokens[i]), "tokenid": " ".join(map(str, tokens[i]))}],
+            "utt2spk": f"spk{i % 300:03d}"}))
+    data.sort(key=lambda kv: kv[1]["input"][0]["shape"][0], reverse=True)  # make_batchset sorts by length
+    return [data[i:i + batch_size] for i in range(0, len(data), batch_size)]
+
+
+def chainer_iterator_pool_workers_copy_json_batchset(device):
+    dataset = _r223_TransformDataset(_r223_make_batchset(), _r223_LoadInputsAndTargets())
+    pool = multiprocessing.get_context("fork").Pool(2, initializer=_r223_fetch_setup, initargs=(dataset,))
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0)).tolist()
+    positions = itertools.count()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 52)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():  # the iterator's next two minibatches (one per worker), one update on each
+        losses = []
+        for feats, targets in pool.map(_r223_fetch_run, [order[next(positions) % len(order)] for _ in range(2)]):
+            logits = model(feats.to(device)).mean(1)  # utterance-level classifier over the frames
+            loss = nn.functional.cross_entropy(logits, targets.to(device))
+            _update(opt, loss)
+            losses.append(loss.item())
+        return {"loss": sum(losses) / len(losses)}
+
+    step._r223_pool = pool
+    return step
+
+
+# https://github.com/huggingface/lerobot/pull/3614 ("fix(datasets): bound VideoDecoderCache to prevent OOM on
+# large datasets", merged)
+# Seen: "every `DataLoader` worker accumulates one cached `(VideoDecoder, fsspec file_handle)` pair per
+# distinct path it has ever touched. Per-entry cost is ~3-5 MB of host RAM plus one open FD"; in a SmolVLA
+# run on 4,195 episodes (8,390 mp4s) "`anon-rss` climbing to 34.9 GB on a single `pt_data_worker` before
+# the OOM killer fired"; with 8 workers the per-worker peak halved (17.9 GB).
+# Fix (merged): VideoDecoderCache becomes an LRU cache, `DEFAULT_DECODER_CACHE_SIZE = 100` per process
+# (overridable by LEROBOT_VIDEO_DECODER_CACHE_SIZE), closing the evicted decoder's file handle.
+# Here a LeRobot-style dataset of 4,000 two-camera episodes decodes each sample's frames through the
+# module-level VideoDecoderCache (a dict: path -> (decoder, file handle)), read by two forked DataLoader
+# workers over a long shuffled epoch: each worker keeps a decoder (its packet index, a buffer) and an open
+# handle for every video it has touched. A small policy regresses the action from the two frames.
+class _r223_VideoDecoder:
+    """torchcodec's VideoDecoder in outline: it reads the container's index and keeps a decode buffer."""
+
+    def __init__(self, file_handle, seek_mode="approximate"):
+        self._file, self.seek_mode = file_handle, seek_mode
+        header = torch.frombuffer(bytearray(file_handle.read(64)), dtype=torch.int64)
+        self.num_frames, self.fps = int(header[0]), float(header[1])
+        self._packet_index = torch.arange(self.num_frames, dtype=torch.int64) * 4096 + int(header[2])  # pts, offsets
+        self._frame_buffer = torch.empty(3, 24, 24, dtype=torch.uint8)  # reused for every decoded frame
+
+    def get_frames_played_at(self, seconds):
+        frames = []
+        for s in seconds:
+            k = min(int(s * self.fps), self.num_frames - 1)
+            gen = torch.Generator().manual_seed(int(self._packet_index[k]))
+            self._frame_buffer.copy_(torch.randint(0, 256, (3, 24, 24), dtype=torch.uint8, generator=gen))
+            frames.append(self._frame_buffer.clone())
+        return torch.stack(frames)
+
+
+class _r223_VideoDecoderCache:
+    """LeRobot's VideoDecoderCache before the fix: thread-safe, unbounded."""
+
+    def __init__(self):
+        self._cache = {}
+        self._lock = threading.Lock()
+
+    def get_decoder(self, video_path):
+        video_path = str(video_path)
+        with self._lock:
+            if video_path not in self._cache:
+                file_handle = _r223_open_video(video_path)  # fsspec.open(video_path).__enter__()
+                decoder = _r223_VideoDecoder(file_handle, seek_mode="approximate")
+                self._cache[video_path] = (decoder, file_handle)  # LEAK: one decoder + handle per video, per worker, never evicted
+            return self._cache[video_path][0]
+
+
+def _r223_open_video(video_path):
+    """The mp4's bytes as an open file object (the episodes' videos, rebuilt from their names)."""
+    episode = int(video_path.rsplit("episode_", 1)[1][:6])
+    gen = torch.Generator().manual_seed(episode * 2 + ("wrist" in video_path))
+    num_frames = 600 + episode % 300
+    header = torch.tensor([num_frames, 30, int(torch.randint(0, 1 << 20, (1,), generator=gen))] + [0] * 5)
+    body = torch.randint(0, 256, (8192,), dtype=torch.uint8, generator=gen)  # the moov box and first GOP
+    return io.BytesIO(header.numpy().tobytes() + body.numpy().tobytes())
+
+
+_r223_DECODER_CACHE = _r223_VideoDecoderCache()  # module-level, as lerobot's video_utils has it
+
+
+def _r223_decode_video_frames_torchcodec(video_path, timestamps):
+    decoder = _r223_DECODER_CACHE.get_decoder(video_path)
+    return decoder.get_frames_played_at(timestamps).float() / 255
+
+
+class _r223_LeRobotDataset(Dataset):
+    video_keys = ("observation.images.front", "observation.images.wrist")
+
+    def __init__(self, n_episodes=4000, frames_per_episode=300):
+        self.n_episodes, self.frames_per_episode = n_episodes, frames_per_episode
+
+    def __len__(self):
+        return self.n_episodes * self.frames_per_episode
+
+    def _query_videos(self, ep_idx, timestamp):
+        return {key: _r223_decode_video_frames_torchcodec(
+            f"videos/chunk-{ep_idx // 1000:03d}/{key}/episode_{ep_idx:06d}.mp4", [timestamp])[0]
+            for key in self.video_keys}
+
+    def __getitem__(self, idx):
+        ep_idx, frame = divmod(idx, self.frames_per_episode)
+        item = self._query_videos(ep_idx, frame / 30)
+        gen = torch.Generator().manual_seed(idx)
+        item["observation.state"] = torch.randn(6, generator=gen)
+        item["action"] = item["observation.state"] * 0.5 + 0.1 * torch.randn(6, generator=gen)
+        return item
+
+
+def lerobot_video_decoders_cached_in_each_worker(device):
+    dataset = _r223_LeRobotDataset()
+    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(3614))
+    loader = DataLoader(dataset, batch_size=8, sampler=sampler, num_workers=2, multiprocessing_context="fork")
+    batches = iter(loader)
+    torch.manual_seed(0)
+    encoder = nn.Sequential(nn.Conv2d(6, 16, 3, stride=2, padding=1), nn.ReLU(),
+                            nn.AdaptiveAvgPool2d(1), nn.Flatten()).to(device)
+    head = nn.Linear(16 + 6, 6).to(device)
+    opt = torch.optim.AdamW([*encoder.parameters(), *head.parameters()], lr=1e-3)
+
+    def step():  # one behaviour-cloning batch
+        batch = next(batches)
+        images = torch.cat([batch[k] for k in _r223_LeRobotDataset.video_keys], 1).to(device)
+        pred = head(torch.cat([encoder(images), batch["observation.state"].to(device)], 1))
+        loss = nn.functional.mse_loss(pred, batch["action"].to(device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/QData/TextAttack/pull/94 ("Fix for file descriptor leak bug", merged)
+# Seen: "When using Pytorch `multiprocessing` to share Tensors between processes, there's a pretty well
+# documented issue where file descriptors don't get closed properly, so when we hit file descriptor limit,
+# our code breaks. This also happens with TextAttack": in `--parallel` mode, worker processes
+# (`attack_from_queue`, one per GPU) put each AttackResult on a torch.multiprocessing queue, and the main
+# process logs every result it receives (`attack.log_result(result)`, kept for the final summary); each
+# result's GoalFunctionResults carry the model's output tensor.
+# Fix (merged): `torch.multiprocessing.set_sharing_strategy("file_system")` (file descriptors no longer held
+# per tensor; the results, and their shared memory, are still all kept).
+# Here one attack worker (a forked torch.multiprocessing process) attacks one example per step and puts its
+# result on the out queue; the main process logs it as TextAttack's Attack.log_result does. Every kept
+# result holds two tensors that arrived through the queue, so, with Linux's default file_descriptor
+# strategy, two more shared-memory descriptors stay open in the main process every step.
+class _r223_GoalFunctionResult:
+    def __init__(self, text, raw_output, ground_truth):
+        self.attacked_text, self.raw_output, self.ground_truth_output = text, raw_output, ground_truth
+        self.output = int(raw_output.argmax())
+        self.score = 1.0 - float(raw_output[ground_truth])
+
+
+class _r223_AttackResult:
+    def __init__(self, original_result, perturbed_result):
+        self.original_result, self.perturbed_result = original_result, perturbed_result
+
+
+def _r223_attack_from_queue(in_queue, out_queue):
+    torch.set_num_threads(1)
+    torch.manual_seed(94)
+    victim = nn.Sequential(nn.EmbeddingBag(1000, 32), nn.Linear(32, 2)).eval()  # the model under attack
+    while True:
+        i, words, label = in_queue.get()  # blocks between examples
+        with torch.no_grad():
+            ids = torch.tensor([zlib.crc32(w.encode()) % 1000 for w in words])[None]
+            original = torch.softmax(victim(ids), -1)[0]
+            best_words, best = words, original
+            for k in range(len(words)):  # greedy word swap, reduced: try replacing each word
+                cand = words[:k] + [words[k][::-1]] + words[k + 1:]
+                out = torch.softmax(victim(torch.tensor([zlib.crc32(w.encode()) % 1000 for w in cand])[None]), -1)[0]
+                if out[label] < best[label]:
+                    best_words, best = cand, out
+        result = _r223_AttackResult(_r223_GoalFunctionResult(" ".join(words), original, label),
+                                    _r223_GoalFunctionResult(" ".join(best_words), best, label))
+        out_queue.put((i, result))  # each raw_output tensor moves to shared memory
+
+
+class _r223_Attack:
+    def __init__(self):
+        self.results = []
+
+    def log_result(self, result):
+        self.results.append(result)  # LEAK: every received result, with its shared tensors (one fd each)
+
+
+def textattack_parallel_results_keep_shared_fds(device):
+    ctx = torch_mp.get_context("fork")
+    in_queue, out_queue = ctx.Queue(), ctx.Queue()
+    ctx.Process(target=_r223_attack_from_queue, args=(in_queue, out_queue), daemon=True).start()
+    attack = _r223_Attack()
+    gen = torch.Generator().manual_seed(0)
+    vocab = [f"w{k}" for k in range(500)]
+    examples = itertools.count()
+
+    def step():  # one example attacked by the worker, its result logged in the main process
+        i = next(examples)
+        words = [vocab[int(t)] for t in torch.randint(0, 500, (12,), generator=gen)]
+        in_queue.put((i, words, i % 2))
+        idx, result = out_queue.get(timeout=60)
+        attack.log_result(result)
+        n_success = sum(r.perturbed_result.output != r.perturbed_result.ground_truth_output for r in attack.results)
+        return {"success_rate": n_success / len(attack.results),
+                "score": float(result.perturbed_result.raw_output.max())}
+
+    return step
+
+
+# https://github.com/perminder-klair/subwave/issues/1204 ("Analyze_worker RSS/swap grows unbounded over long
+# uptime (glibc allocator not releasing freed audio-analysis buffers)", closed)
+# Seen: the long-lived Python analysis worker's RSS (and then swap) climbed over uptime; its VmHWM/VmRSS
+# shape "fits the multi-arena picture" (maintainer): the freed decode/feature buffers stay in glibc's
+# per-thread arenas; the maintainer asked for RSS over time to confirm "a staircase".
+# Fix (the maintainer's, in the worker itself): `MALLOC_ARENA_MAX=2` in the worker's environment and
+# `malloc_trim(0)` via ctypes after each request, jemalloc (LD_PRELOAD) as the follow-up if not enough.
+# Here the analysis worker is a forked helper process answering one request per step: it decodes the track
+# to float PCM and computes its frame features on two analysis threads (a ThreadPool), then returns a small
+# summary. Loading its model at start freed a 24 MiB block, which raised glibc's mmap threshold, so the
+# PCM and feature buffers come from the threads' arenas; the scan reaches longer tracks as it goes, so each
+# arena's high-water mark rises and the freed pages stay in the worker. A mood tagger trains on the
+# summaries in the main process.
+def _r223_analyze_worker(conn):
+    torch.set_num_threads(1)
+    model_blob = bytearray(24 << 20)  # the analysis model's weights file, read then converted and freed
+    del model_blob
+    pool = multiprocessing.pool.ThreadPool(2)  # the worker's analysis threads
+
+    def analyze_half(track_id, n_samples, half):
+        gen = torch.Generator().manual_seed(2 * track_id + half)
+        pcm = torch.empty(n_samples, dtype=torch.float32).uniform_(-1, 1, generator=gen)  # decoded audio
+        frames = pcm[: n_samples // 512 * 512].view(-1, 512)
+        spec = torch.fft.rfft(frames * torch.hann_window(512)).abs()  # the frame features
+        summary = torch.cat([spec.mean(0)[:16], spec.std(0)[:16], frames.pow(2).mean(1)[:16]])
+        del pcm, frames, spec  # LEAK: freed into this thread's glibc arena, which keeps its high-water mark
+        return summary
+
+    while True:
+        track_id, n_samples = conn.recv()  # blocks between requests
+        halves = pool.starmap(analyze_half, [(track_id, n_samples // 2, h) for h in range(2)])
+        conn.send(torch.cat(halves).tolist())
+
+
+def audio_analysis_worker_arenas_keep_track_buffers(device):
+    parent_conn, child_conn = multiprocessing.get_context("fork").Pipe()
+    worker = multiprocessing.get_context("fork").Process(target=_r223_analyze_worker, args=(child_conn,), daemon=True)
+    worker.start()
+    torch.manual_seed(0)
+    tagger = nn.Sequential(nn.Linear(96, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    opt = torch.optim.Adam(tagger.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(1204)
+    tracks = itertools.count()
+
+    def step():  # one track analysed by the worker, one tagger update on its features
+        k = next(tracks)
+        n_samples = 600_000 + 16_000 * k + int(torch.randint(0, 16_000, (1,), generator=gen))  # longer tracks later
+        parent_conn.send((k, n_samples))
+        feats = torch.tensor(parent_conn.recv()).log1p()[None].to(device)
+        loss = nn.functional.cross_entropy(tagger(feats), torch.tensor([k % 4], device=device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    step._r223_worker = worker
+    return step
+
+
+# https://github.com/roflcoopter/viseron/pull/1364 ("fix(storage): bound check_tier queue and pending callbacks
+# to stop subprocess RSS leak", merged)
+# Seen: Viseron's storage subprocess's RSS "climbed steadily toward 1 GiB+ and eventually forced a
+# camera-restart cascade": "1,500-3,000 duplicate `check_tier` requests per 10-minute window" were queued
+# "instead of accumulating and pinning `DataItem` references -- which was the leak mechanism".
+# Fix (merged, soak-tested for weeks there: RSS "sawtooths in a fixed ~205-693 MiB band"): a dedup queue
+# that coalesces duplicate check_tier requests (same camera and tier) and bounded pending callbacks.
+# Here, after each detection frame, the recorder asks the storage subprocess (a forked helper serving a
+# pipe) to check its tier, and the segment cleanup asks again for the same camera and tier; the subprocess
+# queues each request as a DataItem with the segment list it was sent, and runs one tier check per step. The
+# duplicates pile up in its queue with their data, one per step, in the subprocess. ENTRY None: no catalog
+# entry covers a backlog of duplicate requests (producer faster than consumer) fixed by coalescing them;
+# `cuda_tensor_queue_consumer` is a receiver that keeps what it has processed.
+class _r223_DataItem:
+    def __init__(self, cmd, data):
+        self.cmd, self.data = cmd, data
+
+
+def _r223_storage_subprocess(conn):
+    torch.set_num_threads(1)
+    check_queue = collections.deque()  # the subprocess's work queue: unbounded, no coalescing
+    moved = 0
+    while True:
+        msg = conn.recv()  # blocks between requests
+        if msg[0] == "check_tier":
+            check_queue.append(_r223_DataItem(msg[0], msg[1]))  # LEAK: duplicate requests, each with its segment list, queue up here
+        else:  # "tick": the worker thread finishes one tier check per tick
+            if check_queue:
+                item = check_queue.popleft()
+                moved += sum(1 for seg in item.data["segments"] if seg["age_s"] > item.data["max_age_s"])
+            conn.send((moved, len(check_queue)))
+
+
+def storage_subprocess_duplicate_tier_checks_queued(device):
+    ctx = multiprocessing.get_context("fork")
+    parent_conn, child_conn = ctx.Pipe()
+    storage = ctx.Process(target=_r223_storage_subprocess, args=(child_conn,), daemon=True)
+    storage.start()
+    torch.manual_seed(0)
+    detector = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                             nn.Flatten(), nn.Linear(8, 2)).to(device).eval()
+    gen = torch.Generator().manual_seed(1364)
+    frames = itertools.count()
+
+    def step():  # one camera frame through the detector, then the recorder's and the cleanup's tier checks
+        k = next(frames)
+        with torch.no_grad():
+            score = torch.softmax(detector(torch.rand(1, 3, 64, 64, generator=gen).to(device)), -1)[0, 1]
+        segments = [{"path": f"/segments/camera_1/{k:06d}_{j:04d}.m4s", "age_s": 4.0 * (k * 192 + j),
+                     "size": 250_000 + j} for j in range(192)]
+        request = {"camera": "camera_1", "tier": 0, "max_age_s": 3600.0, "segments": segments}
+        parent_conn.send(("check_tier", request))  # from the recorder, after the detection
+        parent_conn.send(("check_tier", request))  # the same camera and tier again, from the segment cleanup
+        parent_conn.send(("tick",))
+        moved, backlog = parent_conn.recv()
+        return {"score": float(score), "moved": float(moved), "backlog": float(backlog)}
+
+    step._r223_storage = storage
+    return step
+
+
+# Round 22, h4.
+# Imports this fragment needs: none beyond those fresh_steps.py already has (collections, functools, queue,
+# threading, time, shared_memory, torch, nn).
+
+
+# https://github.com/pytorch/pytorch/issues/185331 ("[pipelining] Pipelines reuse recv buffer tensors and directly pass
+# them to the stage, causing backward hooks on stage boundary activations to persist between steps", open)
+# Seen: with Schedule1F1B on two ranks, a forward pre-hook that registers a tensor backward hook on the stage's input
+# (for gradient collection or debugging) fired more times every step (2, 4, 6, 8, 10 over five steps in #185355's
+# description, instead of 2 every step): the stage's input activation is the persistent recv buffer itself
+# (`info.buffer.requires_grad_()` returns the buffer), so every step's tensor hooks pile up on the same tensor, and
+# every backward runs all of them.
+# Fix: two PRs, neither merged when found: pytorch/pytorch#185355 clones the recv buffer so each step's activation is a
+# fresh leaf (its hooks die with it); pytorch/pytorch#185348 (closed) removed the temporary hooks in
+# clear_runtime_states(). Both verified only by their own tests (hook counts constant at 2 per step).
+# Here two pipeline stages run in one process (the "send"/"recv" is a copy into stage 1's persistent per-microbatch
+# recv buffer, as irecv writes into it), with 2 microbatches per step; the user's forward pre-hook on stage 1 is
+# registered once, and on each forward it registers a tensor hook on its input, as in the report. Each step leaves two
+# more hooks on the two buffers (`len(buffer._backward_hooks)` grows by one per buffer per step).
+class _r224_RecvInfo:
+    def __init__(self, input_name, buffer):
+        self.input_name = input_name
+        self.buffer = buffer
+
+
+class _r224_PipelineStage:
+    """torch.distributed.pipelining's _PipelineStageBase in outline: per-microbatch recv buffers made once."""
+
+    def __init__(self, submod, stage_index, n_microbatches, recv_shape, device):
+        self.submod = submod
+        self.stage_index = stage_index
+        self.args_recv_info = {}
+        if stage_index > 0:
+            for chunk_id in range(n_microbatches):
+                buffer = torch.empty(recv_shape, device=device)
+                self.args_recv_info[chunk_id] = (
+                    _r224_RecvInfo(f"recv_for_{stage_index}_from_{stage_index - 1}", buffer),)
+
+    def irecv_into(self, chunk_id, activation):  # what the completed irecv leaves in the buffer
+        with torch.no_grad():
+            self.args_recv_info[chunk_id][0].buffer.copy_(activation)
+
+    def _retrieve_recv_activations(self, chunk_id):
+        # LEAK: the persistent recv buffer itself becomes the stage's input activation (requires_grad_ returns self),
+        # so every tensor hook a forward registers on its input stays on this one tensor for good
+        return tuple(info.buffer.requires_grad_(True) for info in self.args_recv_info[chunk_id])
+
+
+def pipeline_recv_buffer_hooks_accumulate(device):
+    torch.manual_seed(0)
+    n_microbatches, batch = 2, 8
+    stage0 = _r224_PipelineStage(nn.Sequential(nn.Linear(32, 64), nn.ReLU()).to(device), 0, n_microbatches, None, device)
+    stage1 = _r224_PipelineStage(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4)).to(device), 1,
+                                 n_microbatches, (batch, 64), device)
+    opt = torch.optim.SGD([*stage0.submod.parameters(), *stage1.submod.parameters()], lr=0.01)
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(batch, 32, generator=g).to(device) for _ in range(n_microbatches)]
+    ys = [torch.randn(batch, 4, generator=g).to(device) for _ in range(n_microbatches)]
+    stats = {"hooks_fired": 0}
+
+    def count_boundary_grad(grad):
+        stats["hooks_fired"] += 1
+
+    def collect_input_grads(module, args):  # user code: registered once, adds a tensor hook on each forward's input
+        if args[0].requires_grad:
+            args[0].register_hook(count_boundary_grad)
+
+    stage1.submod.register_forward_pre_hook(collect_input_grads)
+
+    def step():  # one 2-microbatch schedule step (all forwards, then all backwards, as GPipe does)
+        stats["hooks_fired"] = 0
+        opt.zero_grad(set_to_none=True)
+        outs0, losses, total = [], [], 0.0
+        for chunk in range(n_microbatches):
+            out0 = stage0.submod(xs[chunk])
+            stage1.irecv_into(chunk, out0.detach())
+            (activation,) = stage1._retrieve_recv_activations(chunk)
+            loss = nn.functional.mse_loss(stage1.submod(activation), ys[chunk])
+            outs0.append(out0)
+            losses.append((loss, activation))
+            total += float(loss.detach())
+        for chunk in reversed(range(n_microbatches)):
+            loss, activation = losses[chunk]
+            loss.backward()
+            grad = activation.grad  # what stage 1 sends back to stage 0
+            activation.grad = None
+            outs0[chunk].backward(grad)
+        opt.step()
+        return {"loss": total / n_microbatches, "hooks_fired": float(stats["hooks_fired"])}
+
+    return step
+
+
+# https://github.com/huggingface/diffusers/pull/7448 ("cpu_offload: remove all hooks before offload", merged; the same
+# misuse in huggingface/diffusers#2907, "Pipelines fail if enable_model_cpu_offload is called twice")
+# Seen: building a second pipeline from the first one's components (StableDiffusionSAGPipeline(**pipe.components)) and
+# calling enable_model_cpu_offload() on it put a second set of offload hooks on the same models: accelerate's
+# cpu_offload_with_hook adds its CpuOffload hook with add_hook_to_module(..., append=True), which chains it after the
+# hook already there in a SequentialHook, so the old pipeline's hooks (and the modules they offload) stay and run on
+# every later forward (there: a device-mismatch error on GPU).
+# Fix (merged): enable_model_cpu_offload / enable_sequential_cpu_offload first call a new remove_all_hooks(), which
+# removes every accelerate hook from the components, then install the new ones.
+# Here a CPU image service answers each request with a pipeline variant built from the shared components
+# (`StableDiffusionSAGPipeline(**base.components)`) and enables model offload on it, with diffusers' and accelerate's
+# hook code in outline (execution device = the step's device). Each request chains three more hooks (and their
+# UserCpuOffloadHook links) onto the shared text encoder, UNet and VAE; none is removed, and every forward runs them all.
+class _r224_ModelHook:
+    def init_hook(self, module):
+        return module
+
+    def pre_forward(self, module, *args, **kwargs):
+        return args, kwargs
+
+    def post_forward(self, module, output):
+        return output
+
+
+class _r224_SequentialHook(_r224_ModelHook):
+    def __init__(self, *hooks):
+        self.hooks = hooks
+
+    def init_hook(self, module):
+        for hook in self.hooks:
+            module = hook.init_hook(module)
+        return module
+
+    def pre_forward(self, module, *args, **kwargs):
+        for hook in self.hooks:
+            args, kwargs = hook.pre_forward(module, *args, **kwargs)
+        return args, kwargs
+
+    def post_forward(self, module, output):
+        for hook in self.hooks:
+            output = hook.post_forward(module, output)
+        return output
+
+
+class _r224_CpuOffload(_r224_ModelHook):
+    def __init__(self, execution_device, prev_module_hook=None):
+        self.execution_device = execution_device
+        self.prev_module_hook = prev_module_hook
+
+    def init_hook(self, module):
+        return module.to("cpu")
+
+    def pre_forward(self, module, *args, **kwargs):
+        if self.prev_module_hook is not None:
+            self.prev_module_hook.offload()
+        module.to(self.execution_device)
+        return tuple(a.to(self.execution_device) for a in args), kwargs
+
+
+class _r224_UserCpuOffloadHook:
+    def __init__(self, model, hook):
+        self.model = model
+        self.hook = hook
+
+    def offload(self):
+        self.hook.init_hook(self.model)
+
+
+def _r224_add_hook_to_module(module, hook, append=False):
+    """accelerate.hooks.add_hook_to_module in outline."""
+    if append and getattr(module, "_hf_hook", None) is not None:
+        hook = _r224_SequentialHook(module._hf_hook, hook)
+    if not hasattr(module, "_old_forward"):
+        module._old_forward = module.forward
+    module = hook.init_hook(module)
+    module._hf_hook = hook
+
+    def new_forward(module, *args, **kwargs):
+        args, kwargs = module._hf_hook.pre_forward(module, *args, **kwargs)
+        return module._hf_hook.post_forward(module, module._old_forward(*args, **kwargs))
+
+    module.forward = functools.update_wrapper(functools.partial(new_forward, module), module._old_forward)
+    return module
+
+
+def _r224_cpu_offload_with_hook(model, execution_device, prev_module_hook=None):
+    hook = _r224_CpuOffload(execution_device, prev_module_hook=prev_module_hook)
+    _r224_add_hook_to_module(model, hook, append=True)
+    return model, _r224_UserCpuOffloadHook(model, hook)
+
+
+class _r224_StableDiffusionPipeline:
+    model_cpu_offload_seq = ("text_encoder", "unet", "vae")
+
+    def __init__(self, text_encoder, unet, vae):
+        self.text_encoder, self.unet, self.vae = text_encoder, unet, vae
+        self.final_offload_hook = None
+
+    @property
+    def components(self):
+        return {"text_encoder": self.text_encoder, "unet": self.unet, "vae": self.vae}
+
+    def enable_model_cpu_offload(self, device):
+        hook = None
+        for name in self.model_cpu_offload_seq:
+            # LEAK: the shared model still carries the previous pipeline's hooks; append=True chains new ones after
+            # them and nothing removes the old ones (the fix calls remove_all_hooks() first)
+            _, hook = _r224_cpu_offload_with_hook(getattr(self, name), device, prev_module_hook=hook)
+        self.final_offload_hook = hook
+
+    @torch.no_grad()
+    def __call__(self, prompt_ids, latents, num_inference_steps=2, guidance=0.0):
+        cond = self.text_encoder(prompt_ids).mean(dim=1)
+        for _ in range(num_inference_steps):
+            noise = self.unet(latents + cond)
+            latents = latents - 0.1 * noise + guidance * (noise - noise.mean())
+        image = self.vae(latents)
+        self.final_offload_hook.offload()
+        return image
+
+
+class _r224_StableDiffusionSAGPipeline(_r224_StableDiffusionPipeline):
+    def __call__(self, prompt_ids, latents, num_inference_steps=2, sag_scale=0.75):
+        return super().__call__(prompt_ids, latents, num_inference_steps, guidance=0.01 * sag_scale)
+
+
+def offload_hooks_chained_per_pipeline_variant(device):
+    torch.manual_seed(0)
+    base = _r224_StableDiffusionPipeline(
+        text_encoder=nn.Embedding(100, 32).to(device),
+        unet=nn.Sequential(nn.Linear(32, 64), nn.SiLU(), nn.Linear(64, 32)).to(device),
+        vae=nn.Linear(32, 48).to(device),
+    )
+    base.enable_model_cpu_offload(device)
+    g = torch.Generator().manual_seed(0)
+    requests = itertools.count()
+
+    def step():  # one request, answered with the self-attention-guided variant of the pipeline
+        n = next(requests)
+        pipe = _r224_StableDiffusionSAGPipeline(**base.components)
+        pipe.enable_model_cpu_offload(device)
+        prompt = torch.randint(0, 100, (2, 6), generator=g).to(device)
+        image = pipe(prompt, torch.randn(2, 32, generator=g).to(device))
+        depth, hook = 0, base.unet._hf_hook
+        while isinstance(hook, _r224_SequentialHook):
+            depth, hook = depth + 1, hook.hooks[0]
+        return {"request": float(n), "image_mean": float(image.mean()), "unet_hook_chain": float(depth)}
+
+    return step
+
+
+# https://github.com/Galileo-Galilei/kedro-mlflow/pull/647 ("fix: reuse system metrics in nodes on mlflow.start_run",
+# open)
+# Seen: with mlflow system metrics logging enabled, kedro-mlflow (which, for thread safety, calls mlflow.start_run()
+# with the pipeline's run_id in every node's before_node_run hook) starts a new SystemMetricsMonitor for every node:
+# "The pipeline will run slower and slower, until it stops progressing (I couldn't run a pipeline with ~200 nodes,
+# stopped ~50)".
+# Fix (proposed there, not merged when found): pass log_system_metrics=False to the per-node start_run, so only the
+# pipeline-level run starts a monitor. Mechanism in mlflow: start_run() stores its monitor in the module dict
+# run_id_to_system_metrics_monitor[run_id] and starts its thread; end_run() pops and finish()es only the one in the
+# dict, so a second start_run for the same run_id overwrites the first monitor, whose thread then runs for good.
+# Here a kedro pipeline run whose nodes are training steps: the pipeline hook starts the run once, and each step is one
+# node, whose before_node_run hook calls start_run(run_id) again, as the plugin did, with mlflow's monitor bookkeeping
+# in outline (the active-run stack left out). Every node leaves one more daemon monitor thread sampling every 10 s.
+_r224_RUN_ID_TO_SYSTEM_METRICS_MONITOR = {}
+
+
+class _r224_SystemMetricsMonitor:
+    def __init__(self, run_id, sampling_interval=10.0):
+        self._run_id = run_id
+        self._sampling_interval = sampling_interval
+        self._shutdown_event = threading.Event()
+        self._thread = None
+        self.samples = collections.deque(maxlen=8)
+
+    def start(self):
+        self._thread = threading.Thread(target=self.monitor, daemon=True, name="SystemMetricsMonitor")
+        self._thread.start()
+
+    def monitor(self):
+        while not self._shutdown_event.is_set():
+            self.samples.append({"cpu_seconds": time.process_time(), "threads": threading.active_count()})
+            self._shutdown_event.wait(self._sampling_interval)
+
+    def finish(self):
+        self._shutdown_event.set()
+        self._thread.join()
+
+
+def _r224_mlflow_start_run(run_id, log_system_metrics=True):
+    if log_system_metrics:
+        monitor = _r224_SystemMetricsMonitor(run_id)
+        # LEAK: a second start_run for the same run_id overwrites the running monitor; end_run only finishes this one
+        _r224_RUN_ID_TO_SYSTEM_METRICS_MONITOR[run_id] = monitor
+        monitor.start()
+
+
+def _r224_mlflow_end_run(run_id):
+    monitor = _r224_RUN_ID_TO_SYSTEM_METRICS_MONITOR.pop(run_id, None)
+    if monitor is not None:
+        monitor.finish()
+
+
+class _r224_MlflowHook:
+    def __init__(self, run_id):
+        self.run_id = run_id
+
+    def before_pipeline_run(self):
+        _r224_mlflow_start_run(self.run_id)
+
+    def before_node_run(self, node_name):  # resume the pipeline's run in the node's context (thread safety)
+        _r224_mlflow_start_run(self.run_id)
+
+    def after_pipeline_run(self):
+        _r224_mlflow_end_run(self.run_id)
+
+
+def system_metrics_monitor_per_node(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 20, generator=g).to(device), torch.randn(64, 1, generator=g).to(device)
+    hook = _r224_MlflowHook(run_id=f"run-{id(model):x}")
+    hook.before_pipeline_run()
+    nodes = itertools.count()
+
+    def step():  # one kedro node: a training step on the model
+        hook.before_node_run(f"train_step_{next(nodes)}")
+        loss = nn.functional.mse_loss(model(x), y)
+        _update(opt, loss)
+        return {"loss": loss.item(), "threads": float(threading.active_count())}
+
+    return step
+
+
+# https://github.com/lava-nc/lava/issues/642 ("File descriptors leaking with multiprocessing lib (error: \"Too many open
+# files\")", closed; fixed by lava-nc/lava#643, "Plug file descriptor leaks", merged)
+# Seen: "Resource handles aren't closed properly in several places where the Python multiprocessing library is used:
+# shared memory files, pipes, child processes"; the test suite ran out of descriptors at ulimit 1024 (the README told
+# users to raise ulimit -n), and #260 showed the leaked descriptors were /dev/shm/psm_* segments.
+# Fix (merged, with a test that runs a LIF->Dense->LIF network twice and checks that the descriptor count is
+# unchanged): a SharedMemoryManager wrapper keeps every SharedMemory handle it creates and close()s them all at
+# shutdown, the CSP ports' join() releases the semaphore their thread waits on (and drops it), and SystemProcess.join()
+# closes its pipe ends.
+# Here each step is one short "run" of a two-process network simulated in this process, with lava's PyPyChannel and
+# its CSP ports in outline: the channel's buffer is a SharedMemory segment (unlinked at once, standing for the manager's
+# shutdown at stop(), so nothing stays in /dev/shm), and stop() joins the ports the old way (sets _done only). The
+# handles are never closed, and the ports' daemon threads, blocked in acquire(), keep the ports and their handles
+# alive: one descriptor (and one mapping) more per run.
+class _r224_CspSendPort:
+    def __init__(self, name, shm, proto, size, req, ack):
+        self._name, self._shm, self._proto, self._size = name, shm, proto, size
+        self._req, self._ack = req, ack
+        self._done = False
+        self._idx = 0
+        self._array = []
+        self._semaphore = None
+        self.thread = None
+
+    def start(self):
+        shape, nbytes = self._proto
+        self._array = [torch.frombuffer(self._shm.buf, dtype=torch.float32, count=shape[0], offset=nbytes * i)
+                       for i in range(self._size)]
+        self._semaphore = threading.BoundedSemaphore(self._size)
+        self.thread = threading.Thread(target=self._ack_callback, name=f"{self._name}.send", daemon=True)
+        self.thread.start()
+
+    def _ack_callback(self):
+        while not self._done:
+            self._ack.acquire()
+            if not self._done:
+                self._semaphore.release()
+
+    def send(self, data):
+        self._semaphore.acquire()
+        self._array[self._idx].copy_(data)
+        self._idx = (self._idx + 1) % self._size
+        self._req.release()
+
+    def join(self):
+        self._done = True  # LEAK: the ack thread stays blocked in acquire() and keeps the port and its SharedMemory open
+
+
+class _r224_CspRecvPort:
+    def __init__(self, name, shm, proto, size, req, ack):
+        self._name, self._shm, self._proto, self._size = name, shm, proto, size
+        self._req, self._ack = req, ack
+        self._done = False
+        self._idx = 0
+        self._array = []
+        self._queue = queue.Queue(size)
+        self.thread = None
+
+    def start(self):
+        shape, nbytes = self._proto
+        self._array = [torch.frombuffer(self._shm.buf, dtype=torch.float32, count=shape[0], offset=nbytes * i)
+                       for i in range(self._size)]
+        self.thread = threading.Thread(target=self._req_callback, name=f"{self._name}.recv", daemon=True)
+        self.thread.start()
+
+    def _req_callback(self):
+        while not self._done:
+            self._req.acquire()
+            if not self._done:
+                self._queue.put_nowait(0)
+
+    def recv(self):
+        self._queue.get()
+        result = self._array[self._idx].clone()
+        self._idx = (self._idx + 1) % self._size
+        self._ack.release()
+        return result
+
+    def join(self):
+        self._done = True
+
+
+class _r224_PyPyChannel:
+    def __init__(self, name, shape, size=2):
+        nbytes = 4 * shape[0]
+        self.shm = shared_memory.SharedMemory(create=True, size=nbytes * size)  # smm.SharedMemory(nbytes * size)
+        req, ack = threading.Semaphore(0), threading.Semaphore(0)
+        self.src_port = _r224_CspSendPort(name, self.shm, (shape, nbytes), size, req, ack)
+        self.dst_port = _r224_CspRecvPort(name, self.shm, (shape, nbytes), size, req, ack)
+
+
+def channel_ports_keep_shared_memory_open(device):
+    torch.manual_seed(0)
+    n_neurons, num_steps = 16, 10
+    weights = (torch.rand(n_neurons, n_neurons, generator=torch.Generator().manual_seed(0)) * 0.5).to(device)
+    drive = torch.linspace(0.05, 0.3, n_neurons, device=device)
+    runs = itertools.count()
+
+    def step():  # one lif1 -> dense -> lif2 run of 10 timesteps, then stop()
+        channel = _r224_PyPyChannel(f"lif1.s_out->dense.s_in.{next(runs)}", (n_neurons,))
+        channel.shm.unlink()  # the manager's segment goes at shutdown; this process's handle stays open
+        channel.src_port.start()
+        channel.dst_port.start()
+        v1 = torch.zeros(n_neurons, device=device)
+        v2 = torch.zeros(n_neurons, device=device)
+        spikes_out = 0.0
+        for _ in range(num_steps):
+            v1 = 0.9 * v1 + drive
+            s1 = (v1 > 1.0).float()
+            v1 = v1 * (1 - s1)
+            channel.src_port.send(s1.cpu())
+            a_in = weights @ channel.dst_port.recv().to(device)
+            v2 = 0.9 * v2 + a_in
+            s2 = (v2 > 1.0).float()
+            v2 = v2 * (1 - s2)
+            spikes_out += float(s2.sum())
+        channel.src_port.join()  # runtime.stop(): joins the ports, stops the processes
+        channel.dst_port.join()
+        return {"spikes_out": spikes_out}
+
+    return step
+
+
+# https://github.com/deepspeedai/DeepSpeed/pull/8246 ("Fix repeated FlopsProfiler metric accumulation", merged; the
+# report is deepspeedai/DeepSpeed#7413, "[BUG] FlopsProfiler accumulates metrics when called multiple times")
+# Seen: profiling the same model with the same input three times in a loop (start_profile / forward / stop_profile /
+# end_profile), "the value of MACs and FLOPs increases every time I call the same model with the same input".
+# Fix (merged, with a CPU regression test profiling repeatedly): FlopsProfiler replaces PyTorch operations with
+# counting wrappers at start_profile, and its cleanup did not restore F.scaled_dot_product_attention (nor
+# Tensor.__matmul__), "causing wrappers to accumulate across profiling sessions"; the fix restores every patched
+# operation from its own saved original. (The same gap for F.layer_norm was reported in deepspeedai/DeepSpeed#2097.)
+# Here a trainer profiles every step to log its FLOPs, with the profiler's patch/reload in outline and a small
+# attention model that calls its functionals through a stand-in namespace for torch.nn.functional (so the step does
+# not rebind torch's own functions for the rest of the process). Each profile wraps the already-wrapped attention
+# function once more: the chain (and the FLOPs it reports) grows by one per step, and every later call walks it all
+# (one Python frame per level: past about 900 steps an attention call would hit the recursion limit).
+# ENTRY None: no catalog entry installs a wrapper around a function again and again; the fix restores the original
+# (there is no handle to remove).
+class _r224_Functional:
+    """Stand-in for torch.nn.functional: the functions the profiler patches, looked up at call time."""
+    linear = staticmethod(nn.functional.linear)
+    relu = staticmethod(nn.functional.relu)
+    layer_norm = staticmethod(nn.functional.layer_norm)
+    scaled_dot_product_attention = staticmethod(nn.functional.scaled_dot_product_attention)
+
+
+_r224_F = _r224_Functional
+
+
+class _r224_FlopsProfiler:
+    _PATCHED = ("linear", "relu", "layer_norm", "scaled_dot_product_attention")
+    _RELOADED = ("linear", "relu", "layer_norm")  # scaled_dot_product_attention is missing: the bug
+
+    def __init__(self, model):
+        self.model = model
+        self.old_functions = {}
+        self.module_flop_count = []
+
+    def _wrap(self, name, old_fn, flops_fn):
+        def newFunc(*args, **kwargs):
+            if self.module_flop_count:
+                self.module_flop_count[-1].append((name, flops_fn(*args, **kwargs)))
+            return old_fn(*args, **kwargs)
+        return newFunc
+
+    def start_profile(self):
+        self.module_flop_count = [[]]
+        flops = {
+            "linear": lambda x, w, b=None: 2 * x.numel() // x.shape[-1] * w.numel(),
+            "relu": lambda x, *a, **k: x.numel(),
+            "layer_norm": lambda x, *a, **k: 5 * x.numel(),
+            "scaled_dot_product_attention": lambda q, k, v, **kw: 4 * q.shape[0] * q.shape[1] * k.shape[1] * q.shape[2],
+        }
+        for name in self._PATCHED:
+            self.old_functions[name] = getattr(_r224_F, name)
+            setattr(_r224_F, name, self._wrap(name, getattr(_r224_F, name), flops[name]))  # LEAK: wraps the wrapper
+
+    def get_total_flops(self):
+        return sum(f for _, f in self.module_flop_count[-1])
+
+    def end_profile(self):
+        for name in self._RELOADED:
+            setattr(_r224_F, name, self.old_functions[name])
+        self.module_flop_count = []
+
+
+class _r224_AttentionBlock(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        h = _r224_F.layer_norm(x, self.norm.normalized_shape, self.norm.weight, self.norm.bias)
+        q, k, v = _r224_F.linear(h, self.qkv.weight, self.qkv.bias).chunk(3, dim=-1)
+        a = _r224_F.scaled_dot_product_attention(q, k, v)
+        return x + _r224_F.relu(_r224_F.linear(a, self.out.weight, self.out.bias))
+
+
+def flops_profiler_functional_wrappers_stack(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(_r224_AttentionBlock(32), _r224_AttentionBlock(32)).to(device)
+    head = nn.Linear(32, 4).to(device)
+    opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.01)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 8, 32, generator=g).to(device), torch.randn(4, 4, generator=g).to(device)
+    prof = _r224_FlopsProfiler(model)
+
+    def step():  # a training step whose forward is profiled for FLOPs
+        prof.start_profile()
+        loss = nn.functional.mse_loss(head(model(x).mean(dim=1)), y)
+        flops = prof.get_total_flops()
+        prof.end_profile()
+        _update(opt, loss)
+        return {"loss": loss.item(), "flops": float(flops)}
+
+    return step
+
+
+# Round 22, h5.
+# Imports this fragment needs: none beyond fresh_steps.py's (ctypes, itertools, mmap, os, random, struct, tempfile, torch, nn).
+
+
+# https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/3968 ("[bug] IndexedDataset numpy.memmap raises EPERM
+# on WekaFS after ~600 datasets in a large blend; mmap_bin_files=false works around it", open)
+# Seen: building a BlendedMegatronDataset over 444 prefixes failed after ~590 IndexedDataset builds with
+# "PermissionError: [Errno 1] Operation not permitted" at the numpy.memmap of the .idx file: "Megatron's
+# IndexedDataset holds two mmaps per dataset (.idx always mmapped via _IndexReader; .bin mmapped via
+# _MMapBinReader when mmap_bin_files=True)", and every dataset of the blend stays alive, so the number of
+# live mappings grows with the prefixes until the filesystem client's per-process quota is hit.
+# Fix: the reporter's workaround (confirmed there: all 888 builds complete and training runs) is
+# mmap_bin_files=False, reading .bin through a file pointer, which halves the mappings; NVIDIA/Megatron-LM#5004
+# (open) documents that knob for this case. No code fix merged.
+# Here a training loop adds one freshly tokenized prefix to the blend every step (as the builder builds one
+# IndexedDataset per prefix): its .idx and .bin are memory-mapped and the dataset is kept in the blend, then
+# a batch drawn from the whole blend trains a small next-token model. Two more file mappings every step.
+class _r225_IndexReader:
+    """Megatron's _IndexReader in miniature: the .idx file memory-mapped, sequence lengths and pointers read from it."""
+
+    def __init__(self, idx_path):
+        with open(idx_path, "rb") as f:
+            self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        (self.sequence_count,) = struct.unpack_from("<q", self._mmap, 0)
+        self._bin_buffer = memoryview(self._mmap)
+        n = self.sequence_count
+        self.sequence_lengths = torch.frombuffer(self._bin_buffer[8:8 + 4 * n], dtype=torch.int32)
+        self.sequence_pointers = torch.frombuffer(self._bin_buffer[8 + 4 * n:8 + 12 * n], dtype=torch.int64)
+
+    def __len__(self):
+        return self.sequence_count
+
+
+class _r225_MMapBinReader:
+    """The .bin reader used when mmap_bin_files=True: the whole token file memory-mapped."""
+
+    def __init__(self, bin_path):
+        with open(bin_path, "rb") as f:
+            self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        self._bin_buffer = memoryview(self._mmap)
+
+    def read(self, dtype, count, offset):
+        return torch.frombuffer(self._bin_buffer, dtype=dtype, count=count, offset=offset)
+
+
+class _r225_IndexedDataset:
+    def __init__(self, path_prefix, mmap_bin_files=True):
+        self.path_prefix = path_prefix
+        self.index = _r225_IndexReader(path_prefix + ".idx")
+        self.bin_reader = _r225_MMapBinReader(path_prefix + ".bin")  # mmap_bin_files=True
+
+    def __len__(self):
+        return len(self.index)
+
+    def __getitem__(self, idx):
+        length = int(self.index.sequence_lengths[idx])
+        pointer = int(self.index.sequence_pointers[idx])
+        return self.bin_reader.read(torch.int32, length, pointer)
+
+
+def _r225_raw_bytes(t):
+    """A contiguous CPU tensor's bytes, as the tokenizer's builder writes them."""
+    t = t.contiguous()
+    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
+
+
+def _r225_write_prefix(path_prefix, gen, n_docs=64, seq_len=128, vocab=512):
+    tokens = torch.randint(0, vocab, (n_docs, seq_len), generator=gen, dtype=torch.int32)
+    with open(path_prefix + ".bin", "wb") as f:
+        f.write(_r225_raw_bytes(tokens))
+    lengths = torch.full((n_docs,), seq_len, dtype=torch.int32)
+    pointers = torch.arange(n_docs, dtype=torch.int64) * seq_len * 4
+    with open(path_prefix + ".idx", "wb") as f:
+        f.write(struct.pack("<q", n_docs))
+        f.write(_r225_raw_bytes(lengths))
+        f.write(_r225_raw_bytes(pointers))
+
+
+def blend_prefixes_keep_index_mmaps(device):
+    torch.manual_seed(0)
+    vocab, dim, seq = 512, 64, 32
+    model = nn.Sequential(nn.Embedding(vocab, dim), nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, vocab)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    rng = random.Random(0)
+    workdir = tempfile.TemporaryDirectory(prefix="r225_blend_")
+    blend = []  # the BlendedMegatronDataset's datasets: every prefix's IndexedDataset
+    prefixes = itertools.count()
+
+    def step():  # one new tokenized prefix joins the blend, then one training batch of 8 x 32 tokens from the blend
+        path_prefix = os.path.join(workdir.name, f"shard_{next(prefixes):05d}_text_document")
+        _r225_write_prefix(path_prefix, gen, vocab=vocab)
+        blend.append(_r225_IndexedDataset(path_prefix))  # LEAK: every dataset keeps its .idx and .bin mappings
+        rows = []
+        for _ in range(8):
+            dataset = blend[rng.randrange(len(blend))]
+            doc = dataset[rng.randrange(len(dataset))]
+            start = rng.randrange(len(doc) - seq - 1)
+            rows.append(doc[start:start + seq + 1].long())
+        batch = torch.stack(rows).to(device)
+        logits = model(batch[:, :-1])
+        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), batch[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item(), "datasets_in_blend": len(blend)}
+
+    step.workdir = workdir  # the factory's directory lives as long as the step
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/193915 ("[AOTInductor] mmap-backed constant mappings survive runner
+# destruction", closed)
+# Seen: with aot_inductor.force_mmap_weights=True, loading a package maps the constant blob appended to the
+# .wrapper.so; "After the loaded runner is deleted and Python garbage collection runs, this weight mapping
+# remains in /proc/self/maps. Repeated load/delete cycles accumulate additional mappings" (a rolling model
+# loading workload): the model keeps only a raw `self_mmap` pointer, and nothing ever unmaps it.
+# Fix: pytorch/pytorch#195090 ("Unmap mmap-backed constants on model destruction": munmap of the recorded
+# length in the model's destructor, with a regression test counting mappings); the PR is closed, and what I
+# read does not say whether it was merged.
+# Here each step loads the next version of a small model as a serving process would: the package's weight
+# blob is written, mapped with a raw libc mmap (as the C++ runtime does) and the file unlinked; the runner's
+# weight tensor is a view of that mapping; it serves one batch and is deleted. No Python object owns the
+# mapping, so no reference the user could drop frees it: one more "(deleted)" mapping per model version.
+_r225_LIBC = ctypes.CDLL(None, use_errno=True)
+_r225_LIBC.mmap.restype = ctypes.c_void_p
+_r225_LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+
+
+class _r225_AOTIModelContainerRunner:
+    """A loaded AOTInductor package in miniature: a linear layer whose constants live in a self-mapped blob."""
+
+    def __init__(self, so_path, in_dim, out_dim):
+        nbytes = 4 * (out_dim * in_dim + out_dim)
+        fd = os.open(so_path, os.O_RDONLY)
+        try:
+            ptr = _r225_LIBC.mmap(None, nbytes, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
+        finally:
+            os.close(fd)
+        if ptr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap failed")
+        self.self_mmap = ptr  # LEAK: a raw pointer: the destructor never munmaps it
+        blob = torch.frombuffer((ctypes.c_char * nbytes).from_address(ptr), dtype=torch.float32)
+        self.weight = blob[:out_dim * in_dim].view(out_dim, in_dim)
+        self.bias = blob[out_dim * in_dim:]
+
+    def run(self, inputs):
+        return [torch.nn.functional.linear(inputs[0], self.weight, self.bias)]
+
+
+def aoti_runner_mapping_survives_unload(device):
+    in_dim, out_dim = 128, 128
+    workdir = tempfile.TemporaryDirectory(prefix="r225_aoti_")
+    gen = torch.Generator().manual_seed(0)
+    versions = itertools.count()
+
+    def step():  # load model version N, serve one batch of 32, unload it
+        version = next(versions)
+        so_path = os.path.join(workdir.name, f"model_v{version}.wrapper.so")
+        constants = torch.randn(out_dim * in_dim + out_dim, generator=gen) * 0.05
+        with open(so_path, "wb") as f:
+            f.write(_r225_raw_bytes(constants))
+        runner = _r225_AOTIModelContainerRunner(so_path, in_dim, out_dim)
+        os.unlink(so_path)  # the package is replaced on disk by the next version
+        x = torch.randn(32, in_dim, generator=gen)
+        with torch.no_grad():
+            y = runner.run([x])[0].to(device)
+        score = float(y.square().mean())
+        del runner  # the runner is gone; its mapping is not
+        return {"score": score, "version": version}
+
+    step.workdir = workdir
+    return step
+
+
+# https://github.com/rll-research/url_benchmark/pull/32 ("add torch.no_grad to uitls.RMS", open)
+# Seen: "avoid cuda memory increasing when computing reward using RMS": utils.RMS keeps a running mean and
+# variance of the intrinsic reward (self.M, self.S) and updates them from the reward tensor it is given;
+# when that reward still carries the predictor's graph, every new M and S is built from the previous ones,
+# so each call chains one more step's graph (and its saved activations) to tensors kept for the whole run.
+# Fix (proposed there, not merged; the repository's own agents call it inside torch.no_grad()): decorate
+# RMS.__call__ with torch.no_grad().
+# Here an RND agent in the repository's shape trains its predictor, then computes the intrinsic reward
+# with autograd on (as a new agent calling compute_intr_reward outside torch.no_grad() does) and updates a
+# small critic on that reward; the RMS statistics keep the chain of every step's reward graph.
+class _r225_RMS:
+    """running mean and std """
+
+    def __init__(self, device, epsilon=1e-4, shape=(1,)):
+        self.M = torch.zeros(shape).to(device)
+        self.S = torch.ones(shape).to(device)
+        self.n = epsilon
+
+    def __call__(self, x):  # LEAK: no torch.no_grad(): M and S are chained to every reward's graph
+        bs = x.size(0)
+        delta = torch.mean(x, dim=0) - self.M
+        new_M = self.M + delta * bs / (self.n + bs)
+        new_S = (self.S * self.n + torch.var(x, dim=0) * bs +
+                 torch.square(delta) * self.n * bs / (self.n + bs)) / (self.n + bs)
+        self.M = new_M
+        self.S = new_S
+        self.n += bs
+        return self.M, self.S
+
+
+class _r225_RND(nn.Module):
+    def __init__(self, obs_dim, hidden_dim, rnd_rep_dim):
+        super().__init__()
+        self.predictor = nn.Sequential(nn.Linear(obs_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim),
+                                       nn.ReLU(), nn.Linear(hidden_dim, rnd_rep_dim))
+        self.target = nn.Sequential(nn.Linear(obs_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim),
+                                    nn.ReLU(), nn.Linear(hidden_dim, rnd_rep_dim))
+        for param in self.target.parameters():
+            param.requires_grad = False
+
+    def forward(self, obs):
+        prediction, target = self.predictor(obs), self.target(obs)
+        return torch.square(target.detach() - prediction).mean(dim=-1, keepdim=True)
+
+
+def rnd_reward_rms_keeps_graph(device):
+    torch.manual_seed(0)
+    obs_dim, action_dim = 24, 6
+    rnd = _r225_RND(obs_dim, 128, 64).to(device)
+    rnd_opt = torch.optim.Adam(rnd.predictor.parameters(), lr=1e-4)
+    intrinsic_reward_rms = _r225_RMS(device)
+    critic = nn.Sequential(nn.Linear(obs_dim + action_dim, 128), nn.ReLU(), nn.Linear(128, 1)).to(device)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(0)
+
+    def compute_intr_reward(obs):
+        prediction_error = rnd(obs)
+        _, intr_reward_var = intrinsic_reward_rms(prediction_error)
+        return prediction_error / (torch.sqrt(intr_reward_var) + 1e-8)
+
+    def step():  # one agent update on a replay batch of 256 transitions
+        obs = torch.randn(256, obs_dim, generator=gen).to(device)
+        action = torch.rand(256, action_dim, generator=gen).to(device) * 2 - 1
+        next_obs = obs + 0.1 * torch.randn(256, obs_dim, generator=gen).to(device)
+        rnd_loss = rnd(obs).mean()
+        rnd_opt.zero_grad(set_to_none=True)
+        rnd_loss.backward()
+        rnd_opt.step()
+        reward = compute_intr_reward(obs)  # autograd on: the reward carries the predictor's graph
+        with torch.no_grad():
+            target_q = reward + 0.99 * critic(torch.cat([next_obs, action], dim=-1))
+        critic_loss = nn.functional.mse_loss(critic(torch.cat([obs, action], dim=-1)), target_q)
+        critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_opt.step()
+        return {"rnd_loss": rnd_loss.item(), "critic_loss": critic_loss.item(),
+                "intr_reward": reward.mean().item()}
+
+    return step
+
+
+# https://github.com/airctic/icevision/issues/692 ("Predict memory leak", closed)
+# Seen: "The prediction contains a reference to the image array. If any stage of the workflow starts
+# accumulating the predictions objects (as it currently happens in COCOMetric) this will result in a memory
+# leak": COCOMetric.accumulate extends self._records and self._preds with every validation batch's records
+# and predictions until finalize() at the end of the epoch, and each of them holds its full image.
+# Fix: the issue (opened by a maintainer) points to a "quickfix" in COCOMetric.accumulate that stops storing
+# the images, and asks for a general one (predictions that do not reference the image); airctic/icevision#737
+# is linked as a possible fix. Not measured there.
+# Here each step is one validation batch of a small box regressor; the metric keeps every batch's records
+# and predictions, each with its 3 x 96 x 96 image, until the epoch's 500th batch.
+class _r225_Prediction:
+    def __init__(self, pred, ground_truth):
+        self.pred = pred  # {"bboxes": ..., "scores": ...}
+        self.ground_truth = ground_truth  # the record, image included
+
+
+class _r225_COCOMetric:
+    def __init__(self):
+        self._records, self._preds = [], []
+
+    def _reset(self):
+        self._records.clear()
+        self._preds.clear()
+
+    def accumulate(self, records, preds):
+        self._records.extend(records)  # LEAK: every record kept with its image until finalize()
+        self._preds.extend(preds)
+
+    def finalize(self):
+        ious = [float(box_iou(p.pred["bboxes"], r["bboxes"]).max()) for r, p in zip(self._records, self._preds, strict=True)]
+        self._reset()
+        return {"mAP": sum(ious) / max(len(ious), 1)}
+
+
+def coco_metric_records_keep_images(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
+                          nn.Linear(128, 4)).to(device).eval()
+    metric = _r225_COCOMetric()
+    gen = torch.Generator().manual_seed(0)
+    batches = itertools.count(1)
+
+    def step():  # one validation batch of 4 images; an epoch is 500 batches
+        records = []
+        for i in range(4):
+            xy = torch.rand(2, generator=gen) * 48
+            wh = torch.rand(2, generator=gen) * 40 + 8
+            records.append({"record_id": i, "img": torch.rand(3, 96, 96, generator=gen).to(device),
+                            "bboxes": torch.cat([xy, xy + wh]).unsqueeze(0).to(device)})
+        with torch.no_grad():
+            raw = model(torch.stack([r["img"] for r in records])).sigmoid() * 96
+        preds = [_r225_Prediction({"bboxes": torch.cat([b[:2].minimum(b[2:]), b[:2].maximum(b[2:])]).unsqueeze(0),
+                                   "scores": torch.ones(1, device=device)}, ground_truth=r)
+                 for b, r in zip(raw, records, strict=True)]
+        metric.accumulate(records, preds)
+        if next(batches) % 500 == 0:
+            return metric.finalize()
+        return {"kept_records": len(metric._records)}
+
+    return step
+
+
+# https://github.com/ogx-ai/ogx/issues/768 ("Free up GPU memory after unregistering model in meta reference
+# inference", closed as stale)
+# Seen: unregistering a model removes it from the stack's model registry, but the meta-reference inference
+# provider keeps the loaded model: "it doesn't make sense to continue occupying the memory after the model is
+# unregistered"; switching models (base model -> post-training -> the fine-tuned model) runs out of memory.
+# Fix: the request (no change merged; closed as stale): on unregister, the provider drops its loaded model
+# so its weights can be freed.
+# Here each step is one fine-tuning round of a serving stack: the fine-tuned checkpoint is registered as a
+# new model, a request is served with it, and the previous version is unregistered; the routing table
+# forgets it, the provider's dict of loaded generators does not.
+class _r225_MetaReferenceInferenceImpl:
+    def __init__(self, device):
+        self.device = device
+        self.generators = {}  # model_id -> loaded model
+
+    def register_model(self, model_id, state_dict):
+        model = nn.Sequential(nn.Linear(128, 256), nn.GELU(), nn.Linear(256, 128)).to(self.device)
+        model.load_state_dict(state_dict)
+        self.generators[model_id] = model.eval()
+
+    def unregister_model(self, model_id):
+        pass  # LEAK: nothing is dropped: self.generators keeps the unregistered model and its weights
+
+    def completion(self, model_id, x):
+        with torch.no_grad():
+            return self.generators[model_id](x)
+
+
+class _r225_ModelsRoutingTable:
+    def __init__(self, provider):
+        self.provider = provider
+        self.registry = {}
+
+    def register_model(self, model_id, state_dict):
+        self.provider.register_model(model_id, state_dict)
+        self.registry[model_id] = {"provider": "meta-reference"}
+
+    def unregister_model(self, model_id):
+        del self.registry[model_id]
+        self.provider.unregister_model(model_id)
+
+
+def unregistered_models_kept_by_provider(device):
+    torch.manual_seed(0)
+    trainable = nn.Sequential(nn.Linear(128, 256), nn.GELU(), nn.Linear(256, 128)).to(device)
+    opt = torch.optim.SGD(trainable.parameters(), lr=0.01)
+    routing = _r225_ModelsRoutingTable(_r225_MetaReferenceInferenceImpl(device))
+    gen = torch.Generator().manual_seed(0)
+    rounds = itertools.count()
+    current = [None]
+
+    def step():  # one post-training update, then swap the served model to the new checkpoint
+        x = torch.randn(16, 128, generator=gen).to(device)
+        loss = nn.functional.mse_loss(trainable(x), x)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        model_id = f"Llama3.2-1B-finetuned-{next(rounds)}"
+        routing.register_model(model_id, {k: v.detach().clone() for k, v in trainable.state_dict().items()})
+        out = routing.provider.completion(model_id, x)
+        if current[0] is not None:
+            routing.unregister_model(current[0])
+        current[0] = model_id
+        return {"loss": loss.item(), "served": float(out.abs().mean()), "registered": len(routing.registry)}
+
+    return step
+
+
 RESOURCE = {
     "metric_state_never_reset": "cpu_tensors",
     "lstm_memories_keep_graph": "cpu_tensors",
@@ -27587,6 +29907,31 @@ RESOURCE = {
     "ssim_metric_list_states_grow_per_batch": "cpu_tensors",
     "qa_reader_factory_caches_model_per_gui_setting": "cpu_tensors",
     "tuned_kernel_libraries_never_dlclosed": "mapped_files",
+    "eac_flip_attention_running_loss_keeps_graphs": "host_heap",
+    "deep_lift_shap_models_keep_hook_activations": "cpu_tensors",
+    "shap_deep_explainer_custom_blocks_keep_activations": "cpu_tensors",
+    "lambda_lr_closure_over_runner_cycle": "cpu_tensors",
+    "discrete_vae_sample_hook_closes_over_stochastic_tensor": "cpu_tensors",
+    "spacy_vocab_interns_every_streamed_token": "python_objects",
+    "jit_cache_keyed_by_fresh_closure": "cpu_tensors",
+    "molgrid_coord_cache_keeps_every_structure": "cpu_tensors",
+    "scvi_manager_store_keeps_every_query_adata": "cpu_tensors",
+    "fedbiomed_training_replies_keep_every_round": "cpu_tensors",
+    "chainer_iterator_pool_workers_copy_json_batchset": "worker_memory",
+    "lerobot_video_decoders_cached_in_each_worker": "worker_memory",
+    "textattack_parallel_results_keep_shared_fds": "open_fds",
+    "audio_analysis_worker_arenas_keep_track_buffers": "worker_memory",
+    "storage_subprocess_duplicate_tier_checks_queued": "worker_memory",
+    "pipeline_recv_buffer_hooks_accumulate": "python_objects",
+    "offload_hooks_chained_per_pipeline_variant": "python_objects",
+    "system_metrics_monitor_per_node": "threads",
+    "channel_ports_keep_shared_memory_open": "open_fds",
+    "flops_profiler_functional_wrappers_stack": "python_objects",
+    "blend_prefixes_keep_index_mmaps": "mapped_files",
+    "aoti_runner_mapping_survives_unload": "mapped_files",
+    "rnd_reward_rms_keeps_graph": "cpu_tensors",
+    "coco_metric_records_keep_images": "cpu_tensors",
+    "unregistered_models_kept_by_provider": "cpu_tensors",
 }
 
 
@@ -28298,6 +30643,31 @@ ENTRY = {
     # ctypes never calls dlclose, so dropping every reference (mmap_checkpoints_kept's fix) frees nothing. The fix is an
     # explicit dlclose when the library is no longer used (or loading each kernel once), which no catalog case has.
     "tuned_kernel_libraries_never_dlclosed": None,
+    "eac_flip_attention_running_loss_keeps_graphs": "loss_accumulation",
+    "deep_lift_shap_models_keep_hook_activations": None,
+    "shap_deep_explainer_custom_blocks_keep_activations": None,
+    "lambda_lr_closure_over_runner_cycle": "cyclic_garbage",
+    "discrete_vae_sample_hook_closes_over_stochastic_tensor": None,
+    "spacy_vocab_interns_every_streamed_token": None,
+    "jit_cache_keyed_by_fresh_closure": "lru_cache_unbounded",
+    "molgrid_coord_cache_keeps_every_structure": "lru_cache_unbounded",
+    "scvi_manager_store_keeps_every_query_adata": "model_rebuild",
+    "fedbiomed_training_replies_keep_every_round": "model_rebuild",
+    "chainer_iterator_pool_workers_copy_json_batchset": "cow_dataset_workers",
+    "lerobot_video_decoders_cached_in_each_worker": "persistent_workers_cache",
+    "textattack_parallel_results_keep_shared_fds": "cuda_tensor_queue_consumer",
+    "audio_analysis_worker_arenas_keep_track_buffers": "malloc_arena_fragmentation",
+    "storage_subprocess_duplicate_tier_checks_queued": None,
+    "pipeline_recv_buffer_hooks_accumulate": "hook_registered_every_forward",
+    "offload_hooks_chained_per_pipeline_variant": "hook_registered_every_forward",
+    "system_metrics_monitor_per_node": "threads_never_joined",
+    "channel_ports_keep_shared_memory_open": "files_opened_in_getitem",
+    "flops_profiler_functional_wrappers_stack": None,
+    "blend_prefixes_keep_index_mmaps": "mmap_checkpoints_kept",
+    "aoti_runner_mapping_survives_unload": None,
+    "rnd_reward_rms_keeps_graph": "ema_confidence_threshold",
+    "coco_metric_records_keep_images": "feature_list",
+    "unregistered_models_kept_by_provider": "model_rebuild",
 }
 
 # Round 3, written blind to the family rules after round 2 was measured; its answers committed first.
@@ -28765,6 +31135,37 @@ ROUND_21 = (
     "tuned_kernel_libraries_never_dlclosed",
 )
 
+# Round 22, written blind to the rules at e22f364, by five helpers who neither read the rules nor ran the check on their steps;
+# its answers committed first.
+ROUND_22 = (
+    "eac_flip_attention_running_loss_keeps_graphs",
+    "deep_lift_shap_models_keep_hook_activations",
+    "shap_deep_explainer_custom_blocks_keep_activations",
+    "lambda_lr_closure_over_runner_cycle",
+    "discrete_vae_sample_hook_closes_over_stochastic_tensor",
+    "spacy_vocab_interns_every_streamed_token",
+    "jit_cache_keyed_by_fresh_closure",
+    "molgrid_coord_cache_keeps_every_structure",
+    "scvi_manager_store_keeps_every_query_adata",
+    "fedbiomed_training_replies_keep_every_round",
+    "chainer_iterator_pool_workers_copy_json_batchset",
+    "lerobot_video_decoders_cached_in_each_worker",
+    "textattack_parallel_results_keep_shared_fds",
+    "audio_analysis_worker_arenas_keep_track_buffers",
+    "storage_subprocess_duplicate_tier_checks_queued",
+    "pipeline_recv_buffer_hooks_accumulate",
+    "offload_hooks_chained_per_pipeline_variant",
+    "system_metrics_monitor_per_node",
+    "channel_ports_keep_shared_memory_open",
+    "flops_profiler_functional_wrappers_stack",
+    "blend_prefixes_keep_index_mmaps",
+    "aoti_runner_mapping_survives_unload",
+    "rnd_reward_rms_keeps_graph",
+    "coco_metric_records_keep_images",
+    "unregistered_models_kept_by_provider",
+)
+
+
 # Which held-out round each step belongs to. Round 1 (the first 34 steps) showed the misreadings
 # that the family rules were then fixed for, so its rates are no longer held out; round 2 was
 # written after those fixes, its answers committed before it was measured.
@@ -28772,5 +31173,5 @@ ROUND = {name: 2 if name in (
     "rotary_cache_per_length", "event_loop_per_call", "loss_totals_keep_graph", "video_reader_process_per_clip",
     "trace_per_candidate", "cam_per_image_hooks", "executor_per_request", "shard_view_keeps_mapping",
     "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
-) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 1
+) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 1
     for name in FAMILY}
