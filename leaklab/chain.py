@@ -198,6 +198,12 @@ def _edge(source: Any, target: Any) -> tuple[str, str]:
                 attr = next((a for a in source.__code__.co_names if getattr(value, a, None) is target), None)
                 if attr is not None:
                     return "module global", f"{value.__name__}.{attr}"
+        # A mutable default argument (``def fit(self, callbacks=[])``) is named by its parameter.
+        defaults = source.__defaults__ or ()
+        parameters = source.__code__.co_varnames[:source.__code__.co_argcount][-len(defaults):] if defaults else ()
+        for param, value in [*zip(parameters, defaults, strict=False), *(source.__kwdefaults__ or {}).items()]:
+            if value is target:
+                return "default argument", param
         for name in ("__defaults__", "__kwdefaults__", "__dict__", "__closure__"):
             if getattr(source, name, None) is target:
                 return "attribute", f".{name}"
@@ -242,6 +248,8 @@ MODULE_TABLES = re.compile(r"^\.?_(modules|parameters|buffers)$")
 # Function that keeps its own output), which neither reference counting nor the collector frees.
 GRAPHS_ONLY = "held only through autograd graphs"
 PARAMETER = "torch.nn.parameter.Parameter"  # the type name a link gives a module's parameter
+# What a kept tensor is when it is what grew: each step's values joined onto it (``torch.cat``).
+GROWN_IN_SIZE = "grown in size"
 
 # Roots that are namespaces: the link names the value they hold, with its type.
 _NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame", "local variable")
@@ -323,5 +331,5 @@ def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None
     return (chain.to_json() if chain.links else None), chain.missing
 
 
-__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "MODULE_TABLES", "OUTSIDE", "PARAMETER", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
+__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "GROWN_IN_SIZE", "MODULE_TABLES", "OUTSIDE", "PARAMETER", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
            "kind_of", "links_down", "make_link", "read_file_maps", "script_name", "type_name"]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import GRAPHS_ONLY, MODULE_TABLES, OUTSIDE, PARAMETER, Chain, Link
+from leaklab.chain import GRAPHS_ONLY, GROWN_IN_SIZE, MODULE_TABLES, OUTSIDE, PARAMETER, Chain, Link
 
 
 @dataclass(frozen=True)
@@ -449,6 +449,17 @@ def _container(e: Evidence) -> str | None:
     return f"a {box.type.split(' ')[0]} ({box.name or e.root}) that keeps every step's {held.type.rsplit('.', 1)[-1]}"
 
 
+def _grown_tensor(e: Evidence) -> str | None:
+    """One kept tensor that gets larger every step (each step's values joined onto it): a
+    container of every step's values in one tensor, whatever the object keeping it is called."""
+    held = e.held
+    if held is None or held.kind != "tensor" or not held.what.startswith(GROWN_IN_SIZE):
+        return None
+    if len(e.links) == 1:
+        return f"a tensor ({e.root}) that each step's values are joined onto"
+    return f"a tensor ({held.name}) that each step's values are joined onto, kept by {e.root}"
+
+
 def _tensors_kept(e: Evidence) -> str | None:
     """Descriptors that grow with kept tensors: each tensor a worker sent keeps the
     shared-memory file its storage lives in."""
@@ -515,6 +526,9 @@ RULES: tuple[Rule, ...] = (
     # A kept exception holds its frames whatever keeps it (a dict of errors by key too): its fix is
     # the exception's (drop the traceback), not the container's.
     Rule(("container_keeps_tensors",), "container", _exception, specific=True),
+    # Before the caches: a tensor joined onto every step is a container's growth, in a "cache" too
+    # (a key/value cache that a generation loop extends in place).
+    Rule(("container_keeps_tensors",), "container", _grown_tensor),
     Rule(("registry_keeps_objects",), "container", _optimizer_state, specific=True, kept=lambda e: "optimizer"),
     # An lru_cache is the holder whatever it keeps (models as arguments too): its fix is the cache's.
     Rule(("cache_by_argument",), "cache", _lru, specific=True),

@@ -31,6 +31,14 @@ from leaklab.verdict import Filling, PlainData
 _OWN = f"{__name__.split('.')[0]}."  # the types of the tool's own modules, as _type_name names them
 # Lines kept per kind.
 MAX_LINES = 3
+# What gains in most of the steps between two censuses piles up: a cache keyed by a request's size
+# gains an entry for every new size and none on a repeat (8 of 10 steps), and is still the leak.
+MOST_STEPS = 0.5
+
+
+def piles_up(gained: int, steps: int) -> bool:
+    """Whether ``gained`` items over ``steps`` steps is a pile-up: more than :data:`MOST_STEPS` of them."""
+    return gained > steps * MOST_STEPS
 
 
 def kinds(resources: set[str]) -> set[str]:
@@ -118,7 +126,10 @@ def take(what: set[str], step: Callable[[], Any] | None = None, first: bool = Tr
         def walk() -> None:
             if step is not None:
                 caches: dict[int, int | None] = {}
-                census.graphs = graph_sizes(reachable_tensors(step, containers=census.containers, bounds=caches))
+                reachable = reachable_tensors(step, containers=census.containers, bounds=caches)
+                census.graphs = graph_sizes(reachable)
+                census.tensor_bytes = {path: _storage_bytes(tensor) for path, tensor in reachable}
+                del reachable
                 census.sizes = {path: len(container) for path, container in census.containers.items()}
                 census.ids = {path: id(container) for path, container in census.containers.items()}
                 census.bounds = {path: bound for path, container in census.containers.items()
@@ -200,12 +211,29 @@ def _bound(container: Any, caches: dict[int, int | None]) -> int | None:
     return caches.get(id(container))
 
 
+def _storage_bytes(tensor: Any) -> int:
+    try:
+        return int(tensor.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested or meta tensors have no one storage
+        return 0
+
+
+def larger_tensor(before: Census, after: Census, steps: int) -> tuple[str, float] | None:
+    """The path of the reachable tensor whose storage got larger most between two censuses (a
+    tensor each step's values are joined onto, replaced under the same name), with the bytes it
+    gained a step; None where none gained a byte a step."""
+    grew = {path: size - before.tensor_bytes[path] for path, size in after.tensor_bytes.items()
+            if path in before.tensor_bytes}
+    path, gained = max(grew.items(), key=lambda item: item[1], default=(None, 0))
+    return (path, gained / steps) if path is not None and gained >= steps else None
+
+
 def longer(before: Census, after: Census, steps: int) -> list[tuple[int, str]]:
-    """The containers the step reaches that gained an item a step or more between two censuses
-    (the same container in both), as (items gained, path), most first."""
+    """The containers the step reaches that gained items in most steps between two censuses
+    (:func:`piles_up`; the same container in both), as (items gained, path), most first."""
     return sorted(((after.sizes[path] - before.sizes[path], path) for path in after.sizes
                    if path in before.sizes and after.ids[path] == before.ids[path]
-                   and after.sizes[path] - before.sizes[path] >= steps), reverse=True)
+                   and piles_up(after.sizes[path] - before.sizes[path], steps)), reverse=True)
 
 
 def _object_growth(before: Census, after: Census, steps: int) -> list[str]:
@@ -220,7 +248,7 @@ def _object_growth(before: Census, after: Census, steps: int) -> list[str]:
         lines.append(f"+{_per_step(added, steps)} {what}/step in {path} ({_describe(after.containers[path])})")
     # The check's own objects (the tensor counter's entries, a census's) are not the step's growth.
     grew = collections.Counter({name: n for name, n in (after.types - before.types).items()
-                                if n >= steps and not name.startswith(_OWN)})
+                                if piles_up(n, steps) and not name.startswith(_OWN)})
     for name, count in grew.most_common(MAX_LINES):
         if name not in explained:
             lines.append(f"+{_per_step(count, steps)} {name}/step")

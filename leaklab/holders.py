@@ -22,6 +22,7 @@ import functools
 import gc
 import multiprocessing.process
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,7 @@ from leaklab.chain import (
     FILE_MAPS,
     GRAPH_SHAPES,
     GRAPHS_ONLY,
+    GROWN_IN_SIZE,
     MODULE_TABLES,
     OUTSIDE,
     PARAMETER,
@@ -55,6 +57,7 @@ from leaklab.chain import (
     script_name,
     type_name,
 )
+from leaklab.resources import format_bytes
 
 SECONDS = 0.5          # the walk's time budget per growing run, in the walking thread's CPU time
 # CPU time, not the clock: on a busy machine a walk of the same objects takes longer by the clock,
@@ -513,10 +516,11 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
             by_type[name].append(obj)
     del objects
     grew = {name: n for name, n in more.items() if by_type[name]
-            and (n >= steps or kind_of(by_type[name][-1]) in first)}
+            and (growth.piles_up(n, steps) or kind_of(by_type[name][-1]) in first)}
     if not grew:
         by_type.clear()
-        return _longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds)
+        return (_longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds)
+                or _larger_tensor(before, after, steps, step, named, [*ignore, before, after], deadline, seeds))
     order = {kind: rank for rank, kind in enumerate(dict.fromkeys([*first, *_PRIORITY]))}
     # Among tensors, parameters first: where they pile up, models do, and a kept model is what the
     # user keeps (its optimizer's state, more tensors, comes with it and is nearer a registry's root).
@@ -533,7 +537,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         # layer's weight, recomputed every step from its mask, nearer the step's roots than the
         # masks piling up behind it): the walk starts from the others.
         if name == "torch.Tensor":
-            piled = sum(getattr(obj, "grad_fn", None) is not None for obj in found) >= steps
+            piled = growth.piles_up(sum(getattr(obj, "grad_fn", None) is not None for obj in found), steps)
             found[:] = [obj for obj in found if (getattr(obj, "grad_fn", None) is not None) == piled] or found
         samples = found[-1:-SAMPLES * 4:-4] or found[-SAMPLES:]  # the newest, spread over the last steps
         found.clear()
@@ -550,7 +554,8 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         elif chain.found:
             return chain
     return (_longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or graphs_only
-            or current or chain)
+            or current or _larger_tensor(before, after, steps, step, named, [*ignore, before, after], deadline, seeds)
+            or chain)
 
 
 def _structure_only(chain: Chain) -> bool:
@@ -603,6 +608,26 @@ def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str]
     element = _last(container)
     what = describe_tensor(element) if kind_of(element) == "tensor" else "grown"
     return Chain([*chain.links, make_link(what, "[*]", element)])
+
+
+def _larger_tensor(before: Any, after: Any, steps: int, step: Any, named: dict[int, str], ignore: list[Any],
+                   deadline: float, seeds: list[tuple[str, str, Any]]) -> Chain | None:
+    """The chain to the step's tensor that got larger (no new object piles up: each step's values
+    are joined onto one tensor kept under the same name), with a link that says by how much."""
+    found = growth.larger_tensor(before, after, steps) if step is not None else None
+    if found is None:
+        return None
+    path, per_step = found
+    tensor = next((t for p, t in reachable_tensors(step) if p == path), None)
+    if tensor is None:
+        return None
+    chain = holder_chain([tensor], named, ignore, seconds=max(deadline - _clock(), 0.05), seeds=seeds)
+    grown = f"{GROWN_IN_SIZE} by {format_bytes(per_step)}/step"
+    if not chain.found:  # the step's own reach names it: its path from the step's roots
+        return Chain([Link(grown, path, type_name(tensor), "tensor")])
+    last = re.search(r"(\.\w+|\[[^\[\]]*\])$", path)  # its own index (``[0]``), where the walk says ``[*]``
+    return Chain([*chain.links[:-1], Link(grown, last.group(1) if last else chain.links[-1].name, chain.links[-1].type,
+                                           "tensor")])
 
 
 def _last(container: Any) -> Any:

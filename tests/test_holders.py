@@ -577,3 +577,77 @@ def test_parameters_a_model_holds_now_are_not_what_piles_up_when_they_are_replac
     report = leaklab.check(make_step(), steps=12, warmup=3)
     assert report.verdict == "grows", report.summary()
     assert any(link["name"] == ".state" for link in report.holder), report.holder
+
+
+def test_a_tensor_that_each_steps_values_are_joined_onto_is_named_as_a_container_of_tensors():
+    """predictions_concat_on_device (round 2), chat_turns_extend_stored_activation_kv_cache (round 21):
+    no object piles up, one kept tensor gets larger (``torch.cat`` onto it, under the same name);
+    the check said "nothing grew that Python can see". A key/value cache extended in place is this
+    too, not a cache by argument, though its holder is called a cache."""
+    import leaklab
+    from leaklab.signature import signature
+
+    def make_step():
+        class Memory:
+            def __init__(self):
+                self.kv_cache = {"doc": [torch.zeros(1, 64)]}
+
+        memory = Memory()
+
+        def step():
+            layer = memory.kv_cache["doc"]
+            layer[0] = torch.cat([layer[0], torch.randn(1, 64)])  # LEAK: the stored cache extended every turn
+        return step
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows", report.summary()
+    assert report.holder, report.holder_missing
+    assert [link["name"] for link in report.holder][-3:] == [".kv_cache", "['doc']", "[0]"], report.holder
+    assert report.holder[-1]["what"].startswith("grown in size by 256 B/step"), report.holder
+    assert signature(report).families == ("container_keeps_tensors",), report.summary()
+
+
+def test_a_cache_that_gains_an_entry_in_most_steps_is_named():
+    """qwen_image_rope_freqs_cached_per_output_size (round 21): a cache keyed by the output size
+    gains an entry for every new size and none on a repeat; it gained in 8 of 10 steps, and the
+    census, which asked for an item every step, named nothing."""
+    import leaklab
+    from leaklab.signature import signature
+
+    def make_step():
+        sizes = iter([1, 2, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11, 12, 13, 13, 14, 15, 16, 16, 17, 18] * 4)
+        rope_cache = {}
+
+        def step():
+            size = next(sizes)
+            if size not in rope_cache:
+                rope_cache[size] = torch.randn(size, 64)  # LEAK: one entry per size, never evicted
+            return rope_cache[size].sum()
+        return step
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows", report.summary()
+    assert report.holder, report.holder_missing
+    assert report.holder[-2]["name"].endswith("rope_cache"), report.holder
+    assert signature(report).families == ("cache_by_argument",), report.summary()
+
+
+def test_a_mutable_default_argument_is_named_by_its_parameter():
+    """model_candidates_fit_with_shared_default_callbacks (round 21): ``def fit(self, callbacks=[])``
+    appends a logger to the shared default on every call. The chain said ``fit (function) -> (list)``,
+    and the family was a registry of objects; named by its parameter, it is a list of callbacks."""
+    class Logger:
+        pass
+
+    def fit(model, epochs=1, callbacks=[]):  # noqa: B006 - the mistake under test
+        callbacks.append(Logger())
+
+    def build():
+        fit(None)
+        return holder_chain([fit.__defaults__[1][-1]], seconds=WALK_SECONDS,
+                            seeds=[("local variable", "fit", fit)])
+
+    chain = _frozen(build)
+    assert chain.found, chain.missing
+    assert [(link.what, link.name) for link in chain.links[1:]] == [("default argument", "callbacks"), ("grown", "[*]")], chain.links
+    assert decide(Evidence(chain, "python_objects", frozenset({"python_objects"}))).families == ("registered_callbacks",)
