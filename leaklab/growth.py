@@ -59,6 +59,7 @@ class Census:
     ids: dict[str, int] = field(default_factory=dict)                  # path -> id() of the container
     bounds: dict[str, int] = field(default_factory=dict)               # path -> maxlen / maxsize, where bounded
     graphs: dict[str, int] = field(default_factory=dict)               # path -> autograd nodes of a reachable tensor
+    tensor_bytes: dict[str, int] = field(default_factory=dict)         # path -> bytes of a reachable tensor's storage
     threads: dict[int, str] = field(default_factory=dict)             # ident -> "name running target"
     native_threads: collections.Counter[str] = field(default_factory=collections.Counter)
     fds: dict[int, str] = field(default_factory=dict)                 # fd -> what it points to

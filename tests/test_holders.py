@@ -651,3 +651,14 @@ def test_a_mutable_default_argument_is_named_by_its_parameter():
     assert chain.found, chain.missing
     assert [(link.what, link.name) for link in chain.links[1:]] == [("default argument", "callbacks"), ("grown", "[*]")], chain.links
     assert decide(Evidence(chain, "python_objects", frozenset({"python_objects"}))).families == ("registered_callbacks",)
+
+
+def test_censuses_of_mappings_alone_leave_the_walk_standing():
+    """aoti_runner_mapping_survives_unload (round 22): only mappings grew, so the censuses read no
+    tensors, and the fallback to a tensor that got larger failed the walk ("the walk failed:
+    AttributeError"), where nothing Python can see holds the growth."""
+    from leaklab import growth
+    from leaklab.holders import name_holder
+
+    chain = name_holder(growth.Census(mappings={"a.so": 1}), growth.Census(mappings={"a.so": 9}), 8, step=lambda: None)
+    assert chain is None or "walk failed" not in (chain.missing or ""), chain.missing
