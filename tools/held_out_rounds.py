@@ -42,9 +42,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # measured held out on the CPU at bbdd95f, whose naming (joined-onto tensors, what gains in most steps, default
 # arguments) was made on earlier rounds' rows while it was being written; one of its steps read "the walk failed"
 # there (a census of mappings alone, mended at 8fd2f61), its family right from the mappings.
+# On a lent H100 (an H200 was asked for), round 21 was measured held out from a copy of d8b3dc3's tree (its
+# rules those of e22f364, before the naming made on its rows at bbdd95f), and round 22 at 21a24bb, in one call.
 FILES = {"results/cpu-matching-torch2.14.1.json": frozenset(range(2, 23)),
          "results/h200-matching-torch2.11.0.json": frozenset(range(2, 10)) | {13, 17, 18, 19, 20},
-         "results/h100-matching-torch2.11.0.json": frozenset({9, 14, 15, 17, 18})}
+         "results/h100-matching-torch2.11.0.json": frozenset({9, 14, 15, 17, 18, 21, 22})}
 # Measurements not counted, with why: (file, round) -> the commits whose rows of that round are skipped.
 MERGE_ERRORS = {("results/cpu-matching-torch2.14.1.json", "17"): {"01345ff"}}  # a step lost two lines when merged (e1b0fc6): measured again
 OUT = ROOT / "results" / "held-out" / "rounds.json"
