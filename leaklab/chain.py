@@ -250,6 +250,8 @@ GRAPHS_ONLY = "held only through autograd graphs"
 PARAMETER = "torch.nn.parameter.Parameter"  # the type name a link gives a module's parameter
 # What a kept tensor is when it is what grew: each step's values joined onto it (``torch.cat``).
 GROWN_IN_SIZE = "grown in size"
+# What a function is when it is what grew: wrapped again every step, each wrapper keeping the one before.
+REWRAPPED = "wrapped again every step"
 
 # Roots that are namespaces: the link names the value they hold, with its type.
 _NAMESPACES = ("module global", "closure cell", "class attribute", "thread frame", "local variable")
@@ -331,5 +333,5 @@ def fields(chain: Chain | None) -> tuple[list[dict[str, str]] | None, str | None
     return (chain.to_json() if chain.links else None), chain.missing
 
 
-__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "GROWN_IN_SIZE", "MODULE_TABLES", "OUTSIDE", "PARAMETER", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
+__all__ = ["FILE_MAPS", "GRAPHS_ONLY", "GROWN_IN_SIZE", "MODULE_TABLES", "OUTSIDE", "PARAMETER", "REWRAPPED", "Chain", "Link", "bound_of", "cell_filled", "chain_from_json", "describe_tensor", "fields", "is_own",
            "kind_of", "links_down", "make_link", "read_file_maps", "script_name", "type_name"]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from leaklab.chain import GRAPHS_ONLY, GROWN_IN_SIZE, MODULE_TABLES, OUTSIDE, PARAMETER, Chain, Link
+from leaklab.chain import GRAPHS_ONLY, GROWN_IN_SIZE, MODULE_TABLES, OUTSIDE, PARAMETER, REWRAPPED, Chain, Link
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,15 @@ def _module_hooks(e: Evidence) -> str | None:
             return f"a {_short(box)} (of a {_short(tensor)}) that gains a {_short(hook)} every step"
     link = _first(links, lambda link: link.type.startswith(_TORCH_HOOK_HANDLE))
     return f"callbacks registered every step (RemovableHandle entries kept by {e.root})" if link else None
+
+
+def _rewrapped(e: Evidence) -> str | None:
+    """A function wrapped again every step (a profiler's or a logging setup's patch applied on top
+    of the last one): each wrapper keeps the one it replaced, a registry of callbacks with no handle."""
+    held = e.held
+    if held is None or held.what != REWRAPPED:
+        return None
+    return f"a function wrapped again every step ({held.name or e.root}): each wrapper keeps the one it replaced"
 
 
 def _hooks(e: Evidence) -> str | None:
@@ -519,6 +528,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("cyclic_garbage",), "garbage", _graph_cycle),
     Rule(("autograd_history",), "autograd_history", _graph),
     Rule(("registered_callbacks",), "hook_dict", _module_hooks, specific=True),
+    Rule(("registered_callbacks",), "hook_dict", _rewrapped, specific=True),
     Rule(("registered_callbacks",), "hook_dict", _hooks, specific=True),
     Rule(("registered_callbacks",), "hook_dict", _outside, specific=True),
     Rule(("dataloader_workers",), "workers", _workers_iterator, specific=True),

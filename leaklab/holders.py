@@ -43,6 +43,7 @@ from leaklab.chain import (
     MODULE_TABLES,
     OUTSIDE,
     PARAMETER,
+    REWRAPPED,
     Chain,
     Link,
     bound_of,
@@ -521,6 +522,16 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         by_type.clear()
         return (_longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds)
                 or _larger_tensor(before, after, steps, step, named, [*ignore, before, after], deadline, seeds))
+    # A function wrapped again every step (each wrapper a closure over the one it replaced) piles up
+    # cells and functions that only the newest wrapper reaches: named from the newest, where nothing
+    # a user keeps (tensors, models, threads, files, mappings) grew beside it.
+    wrapper = _rewrapped(by_type.get("function", [])) if "function" in grew else None
+    if wrapper is not None and not any(kind_of(by_type[name][-1]) in _KEPT for name in grew):
+        chain = holder_chain([wrapper], named, [*ignore, before, after, by_type, *by_type.values()],
+                             seconds=max(deadline - _clock(), 0.05), seeds=seeds)
+        if chain.found:
+            last = chain.links[-1]
+            return Chain([*chain.links[:-1], Link(REWRAPPED, last.name, last.type, last.kind)])
     order = {kind: rank for rank, kind in enumerate(dict.fromkeys([*first, *_PRIORITY]))}
     # Among tensors, parameters first: where they pile up, models do, and a kept model is what the
     # user keeps (its optimizer's state, more tensors, comes with it and is nearer a registry's root).
@@ -556,6 +567,25 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     return (_longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or graphs_only
             or current or _larger_tensor(before, after, steps, step, named, [*ignore, before, after], deadline, seeds)
             or chain)
+
+
+_KEPT = ("tensor", "module", "optimizer", "thread", "file", "mapping")
+
+
+def _rewrapped(functions: list[Any]) -> Any | None:
+    """The outermost of a chain of wrappers among ``functions``: closures over an older function of
+    their own code (``old = f; f = wrap(old)`` every step), the one that no other wraps (where the
+    chain is installed), or None."""
+    def wrapped(function: Any) -> list[Any]:
+        cells = getattr(function, "__closure__", None) or ()
+        return [inner for cell in cells if cell_filled(cell) and isinstance(inner := cell.cell_contents, types.FunctionType)
+                and inner.__code__ is function.__code__]
+    code = next((f.__code__ for f in reversed(functions[-SAMPLES * 4:]) if wrapped(f)), None)
+    if code is None:
+        return None
+    chain = [f for f in functions if getattr(f, "__code__", None) is code]
+    inner = {id(g) for f in chain for g in wrapped(f)}
+    return next((f for f in reversed(chain) if id(f) not in inner), None)
 
 
 def _structure_only(chain: Chain) -> bool:

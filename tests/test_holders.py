@@ -662,3 +662,35 @@ def test_censuses_of_mappings_alone_leave_the_walk_standing():
 
     chain = name_holder(growth.Census(mappings={"a.so": 1}), growth.Census(mappings={"a.so": 9}), 8, step=lambda: None)
     assert chain is None or "walk failed" not in (chain.missing or ""), chain.missing
+
+
+def test_a_function_wrapped_again_every_step_is_named_where_it_is_installed():
+    """tenant_log_factory_wrapped_per_request (round 21), flops_profiler_functional_wrappers_stack
+    (round 22): every step wraps the installed function again, each wrapper a closure over the one
+    it replaced. Only cells and functions pile up; the walk from a cell named a closure variable and
+    a global that happened to be None, and no family."""
+    import types
+
+    import leaklab
+    from leaklab.signature import signature
+
+    def make_step():
+        api = types.SimpleNamespace(attention=lambda x: x * 2)
+
+        def profile():
+            old_fn = api.attention
+
+            def counted(x):
+                return old_fn(x)
+            api.attention = counted  # LEAK: wraps the last wrapper; the original is never restored
+
+        def step():
+            profile()
+            return float(api.attention(torch.ones(2)).sum())
+        return step
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows", report.summary()
+    assert report.holder, report.holder_missing
+    assert report.holder[-1]["what"] == "wrapped again every step" and report.holder[-1]["name"] == ".attention", report.holder
+    assert signature(report).families == ("registered_callbacks",), report.summary()
