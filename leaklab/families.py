@@ -63,7 +63,7 @@ class Rule:
 
 _CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defaultdict))\b")
 # _CONFIGURE_HOOKS too, and an ExitStack's ._exit_callbacks
-_HOOKS = re.compile(r"_\w*hooks\w*$|^\.?handlers$|^\.?_?\w*callbacks$", re.IGNORECASE)
+_HOOKS = re.compile(r"(^|_)\w*hooks\w*$|^\.?handlers$|^\.?_?\w*callbacks$", re.IGNORECASE)
 # Registries of callbacks that the standard library and torch keep: what a handle or an entry there
 # keeps stays alive as long as the callback is registered.
 _CALLBACK_TYPES = ("weakref.finalize",)

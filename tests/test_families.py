@@ -505,3 +505,14 @@ def test_a_registry_reached_through_optimizers_keeps_models_where_parameters_gre
     state = through_optimizer(("item", "['exp_avg']", "torch.Tensor", "tensor"))
     assert decide(Evidence(parameters, "cpu_tensors", frozenset({"cpu_tensors"}))).kept == "module"
     assert decide(Evidence(state, "cpu_tensors", frozenset({"cpu_tensors"}))).kept == "optimizer"
+
+
+def test_a_hook_list_named_plainly_hooks_is_registered_callbacks():
+    """offload_hooks_chained_per_pipeline_variant (round 22, after it was measured): accelerate's
+    SequentialHook keeps the hooks it chains in ``.hooks``; the name asked for a leading underscore
+    (``_forward_hooks``), so the chain read as a registry of hook objects."""
+    chain = _chain(("closure cell", "make_step.<locals>.base", "Pipeline", "object"),
+                   ("attribute", ".unet", "torch.nn.modules.container.Sequential", "module"),
+                   ("attribute", "._hf_hook", "SequentialHook", "object"), ("attribute", ".hooks", "tuple", "container"),
+                   ("item", "[*]", "SequentialHook", "object"))
+    assert decide(Evidence(chain, "python_objects", frozenset({"python_objects"}))).families == ("registered_callbacks",)
