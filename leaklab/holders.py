@@ -491,12 +491,13 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     FILE_MAPS[0] = read_file_maps() if "mapping" in _census_kinds(before, after) else []
     named = _step_names(step)
     seeds = step_seeds(step) if step is not None else _caller_seeds()
+    censuses = [*ignore, before, after]  # never walked: the census's own objects
     graph = _growing_graph(before, after, steps)
     if graph is not None and step is not None:
         path, per_step = graph
-        tensor = next((t for p, t in reachable_tensors(step) if p == path), None)
+        tensor = _reachable_at(step, path)
         if tensor is not None:
-            found = holder_chain([tensor], named, [*ignore, before, after], seconds=deadline - _clock(), seeds=seeds)
+            found = holder_chain([tensor], named, censuses, seconds=deadline - _clock(), seeds=seeds)
             shape = graph_shape(tensor)
             tail = Link("autograd graph", ".grad_fn", f"graph growing by {per_step:,.0f} nodes/step"
                         + (f", {GRAPH_SHAPES[shape]}" if shape else ""), "graph")
@@ -520,14 +521,14 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
             and (growth.piles_up(n, steps) or kind_of(by_type[name][-1]) in first)}
     if not grew:
         by_type.clear()
-        return (_longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds)
-                or _larger_tensor(before, after, steps, step, named, [*ignore, before, after], deadline, seeds))
+        return (_longer_container(before, after, steps, named, censuses, deadline, seeds)
+                or _larger_tensor(before, after, steps, step, named, censuses, deadline, seeds))
     # A function wrapped again every step (each wrapper a closure over the one it replaced) piles up
     # cells and functions that only the newest wrapper reaches: named from the newest, where nothing
     # a user keeps (tensors, models, threads, files, mappings) grew beside it.
-    wrapper = _rewrapped(by_type.get("function", [])) if "function" in grew else None
+    wrapper = _rewrapped(by_type["function"]) if "function" in grew else None
     if wrapper is not None and not any(kind_of(by_type[name][-1]) in _KEPT for name in grew):
-        chain = holder_chain([wrapper], named, [*ignore, before, after, by_type, *by_type.values()],
+        chain = holder_chain([wrapper], named, [*censuses, by_type, *by_type.values()],
                              seconds=max(deadline - _clock(), 0.05), seeds=seeds)
         if chain.found:
             last = chain.links[-1]
@@ -556,7 +557,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
         if left <= 0:
             break
         # by_type's lists of the other types that grew are the census's, not holders: never walked
-        chain = holder_chain(samples, named, [*ignore, before, after, by_type, found, *by_type.values()], seconds=left,
+        chain = holder_chain(samples, named, [*censuses, by_type, found, *by_type.values()], seconds=left,
                              seeds=seeds)
         if chain.found and chain.links[0].what == GRAPHS_ONLY:
             graphs_only = graphs_only or chain  # a last resort: another type's walk may name a root
@@ -564,9 +565,8 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
             current = current or chain  # a module's current parameters, not what piles up: the next type first
         elif chain.found:
             return chain
-    return (_longer_container(before, after, steps, named, [*ignore, before, after], deadline, seeds) or graphs_only
-            or current or _larger_tensor(before, after, steps, step, named, [*ignore, before, after], deadline, seeds)
-            or chain)
+    return (_longer_container(before, after, steps, named, censuses, deadline, seeds) or graphs_only or current
+            or _larger_tensor(before, after, steps, step, named, censuses, deadline, seeds) or chain)
 
 
 _KEPT = ("tensor", "module", "optimizer", "thread", "file", "mapping")
@@ -648,7 +648,7 @@ def _larger_tensor(before: Any, after: Any, steps: int, step: Any, named: dict[i
     if found is None:
         return None
     path, per_step = found
-    tensor = next((t for p, t in reachable_tensors(step) if p == path), None)
+    tensor = _reachable_at(step, path)
     if tensor is None:
         return None
     chain = holder_chain([tensor], named, ignore, seconds=max(deadline - _clock(), 0.05), seeds=seeds)
@@ -658,6 +658,11 @@ def _larger_tensor(before: Any, after: Any, steps: int, step: Any, named: dict[i
     last = re.search(r"(\.\w+|\[[^\[\]]*\])$", path)  # its own index (``[0]``), where the walk says ``[*]``
     return Chain([*chain.links[:-1], Link(grown, last.group(1) if last else chain.links[-1].name, chain.links[-1].type,
                                            "tensor")])
+
+
+def _reachable_at(step: Any, path: str) -> Any:
+    """The tensor the step reaches at ``path`` (a census's name for it), or None."""
+    return next((tensor for found, tensor in reachable_tensors(step) if found == path), None)
 
 
 def _last(container: Any) -> Any:
