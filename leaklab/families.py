@@ -352,7 +352,7 @@ def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
     return kept
 
 
-_CHILDREN = ("shared_memory", "worker_memory", "children")
+_CHILDREN = ("shared_memory", "worker_memory", "worker_objects", "children")
 
 
 def _own_processes(e: Evidence) -> str | None:

@@ -32,6 +32,8 @@ import torch
 # storage's weak reference (what torch.multiprocessing's StorageWeakRef wraps) follows its life.
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from leaklab.worker_blocks import WorkerBlocks
+
 # Frames from these packages are never a leak site: we want the user's line that called them.
 _LIBRARY_DIRS = tuple(
     os.path.dirname(os.path.abspath(mod.__file__)) + os.sep
@@ -641,6 +643,12 @@ class Reading:
             self._workers = worker_memory_bytes(self.children())
         return self._workers
 
+    def worker_blocks(self) -> int:
+        """The blocks of Python's allocator the children made since they were forked (see
+        :mod:`leaklab.worker_blocks`); 0 where the probe does not sample them."""
+        sampler = self.probe.worker_blocks
+        return sampler.read(self.children()) if sampler is not None else 0
+
     def cuda_stats(self) -> dict[str, Any]:
         if self._cuda is None:
             self._cuda = self.probe.read_cuda_stats()
@@ -704,6 +712,8 @@ class Probe:
         self._garbage_seen = False  # whether a collection has found reference cycles yet
         self._cuda_reader: Callable[[], dict[str, Any]] | None = None
         self.mapped_files = MappedFiles()
+        # What forked workers make of their own: sampled in each one from its start (leaklab.worker_blocks).
+        self.worker_blocks = WorkerBlocks() if any(r.name == "worker_objects" for r in self.watched) else None
 
     def read_cuda_stats(self) -> dict[str, Any]:
         """The CUDA caching allocator's counters, nested (see :func:`cuda_stats_reader`)."""
@@ -713,6 +723,8 @@ class Probe:
 
     def __enter__(self) -> Probe:
         gc.freeze()
+        if self.worker_blocks is not None:
+            self.worker_blocks.start()
         if self.kind == "cuda":
             warm_up_cuda(self.device)
         if self._counts_tensors or (self.track_tensors and self.kind == "cpu"):
@@ -726,6 +738,8 @@ class Probe:
             self.tensors.__exit__(None, None, None)
         self.uncollected.clear()  # garbage again, as the program left it
         gc.unfreeze()
+        if self.worker_blocks is not None:
+            self.worker_blocks.stop()
 
     def kept_garbage(self) -> list[Any]:
         """What a holder walk must never follow: the garbage kept for a program whose collector is

@@ -160,6 +160,10 @@ def _worker_memory(reading: Reading) -> int:
     return reading.workers()[0]
 
 
+def _worker_objects(reading: Reading) -> int:
+    return reading.worker_blocks()
+
+
 def _worker_resident(reading: Reading) -> int:
     return reading.workers()[1]
 
@@ -271,6 +275,21 @@ WORKER_MEMORY = Resource(
     # No long pass under the floor: a worker's copy-on-write touches of its dataset rise steadily
     # through a whole epoch (num_workers_gpu_memory's fix grew through a long pass, tried).
     exact=False, quantum=4 * KiB, floor=256 * KiB, plateau_min=4 * MiB, budget=1 * GiB, release_tolerance=0, rank=4, holder="workers", capacity=_host_memory)
+# Opt-in: counted in each forked worker itself, where its unique memory cannot tell a cache of a few
+# objects a step from its warm-up (tools/worker_objects: over 400 steps, held-out worker caches and
+# pool workers that keep results gained tens of blocks a step per worker, bounded workers a few while
+# warming up and none after). Judged as python_objects is: its growth alone is watched through the
+# long pass and must keep its rate there. Not a default yet: a bounded DataLoader's workers gain
+# blocks steadily for a whole epoch at a falling rate, and some held-out worker leaks' rates fall as
+# much in their first steps, so within a check's steps the long pass does not yet tell them apart
+# (results/worker-objects/check-*.json). Ranked with worker_memory: where both grow, the bytes come first.
+WORKER_OBJECTS = Resource(
+    "worker_objects", "blocks of Python's object allocator that forked worker processes (DataLoader workers, "
+    "multiprocessing pools) made since they started",
+    "sys.getallocatedblocks() in each forked multiprocessing child, less what it inherited (leaklab.worker_blocks)",
+    ("cpu", "cuda"), _worker_objects,
+    exact=False, quantum=1, floor=4, plateau_min=4096, budget=50_000_000, release_tolerance=None, rank=4,
+    long_growth=True, optional=True, unit="blocks", holder="workers")
 # Shown, never judged: what it says is how workers' memory grows. A worker that writes to pages it
 # shares with this process (the reference counts of a dataset's Python objects) copies them: its
 # unique memory grows and its resident memory does not, the pages were resident already. A worker
@@ -388,7 +407,7 @@ HOST_RSS = Resource(
     exact=False, quantum=4 * KiB, floor=64 * KiB, plateau_min=4 * MiB, budget=2 * GiB, release_tolerance=None, rank=14,
     optional=True, capacity=_host_memory)
 
-ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, WORKER_RESIDENT, CHILDREN,
+ALL: tuple[Resource, ...] = (DEVICE_ALLOCATED, CPU_TENSORS, PINNED_HOST, SHARED_MEMORY, WORKER_MEMORY, WORKER_OBJECTS, WORKER_RESIDENT, CHILDREN,
                              THREADS, MAPPED_FILES, MAPPED_FILE_BYTES, OPEN_FDS, DEVICE_RESERVED, PYTHON_OBJECTS, HOST_HEAP, DEVICE_PEAK, CPU_TENSORS_PEAK, HOST_RSS)
 BY_NAME: dict[str, Resource] = {resource.name: resource for resource in ALL}
 NAMES: tuple[str, ...] = tuple(BY_NAME)

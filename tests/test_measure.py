@@ -502,3 +502,45 @@ def test_the_heaps_free_pages_go_back_before_a_factory_forks_workers(tmp_path):
     given_back = int(subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=root,
                                     env={**os.environ, "PYTHONPATH": root}).stdout)
     assert given_back > 50 * 1024 * 1024, given_back
+
+
+_KEPT_IN_WORKER: list = []  # a pool worker's own cache: lives in the worker, never in the test's process
+
+
+def _work_in_pool(index: int, keep: bool) -> int:
+    records = [{"index": index, "part": part} for part in range(20)]
+    if keep:
+        _KEPT_IN_WORKER.append(records)  # each task's records stay in the worker
+    return len(records)
+
+
+@pytest.mark.parametrize(("keep", "verdict"), [(True, "grows"), (False, "bounded")])
+def test_worker_objects_counts_what_a_pool_worker_keeps_in_that_worker(keep, verdict):
+    import glob
+    import multiprocessing
+    import tempfile
+
+    from leaklab.runner import RunOptions, run_factory
+
+    pools = []
+
+    def factory(device):
+        pool = multiprocessing.get_context("fork").Pool(1)
+        pools.append(pool)
+        counter = iter(range(10**9))
+
+        def step():
+            return {"records": pool.apply(_work_in_pool, (next(counter), keep))}
+
+        return step
+
+    try:
+        report = run_factory(factory, "cpu", RunOptions(steps=20, warmup=5, resources=("worker_objects",)))
+    finally:
+        for pool in pools:
+            pool.terminate()
+            pool.join()
+    assert report.verdict == verdict, report.summary()
+    if keep:  # 20 dicts a task, each a block or more, counted in the worker
+        assert report.resources["worker_objects"].per_step_bytes >= 20, report.summary()
+    assert not glob.glob(f"{tempfile.gettempdir()}/leaklab-workers-{os.getpid()}-*")  # the probe took its folder with it
