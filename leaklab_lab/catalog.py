@@ -624,7 +624,10 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "without; the naming of a tensor joined onto every step and of what gains in most steps was made on "
                  "earlier rounds' rows while it was being written, not on its steps; after it was measured, the rule for a "
                  "function wrapped again every step (a5f8fc5) was made on one of its misses and one of round 21's: "
-                 "no longer held out)"}
+                 "no longer held out)",
+           "23": "round 23 (written blind to the rules at 12a60e1, by five helpers who neither read the rules nor ran "
+                 "the check on their steps; its answers committed before it was measured; a step two writers took from "
+                 "the same report was kept once; the opt-in worker_objects (ab18d70) changed no default)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

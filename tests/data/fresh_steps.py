@@ -11900,6 +11900,30 @@ FAMILY = {
     "rnd_reward_rms_keeps_graph": "autograd_history",
     "coco_metric_records_keep_images": "container_keeps_tensors",
     "unregistered_models_kept_by_provider": "registry_keeps_objects",
+    "moe_dispatch_handles_kept_by_eval": "container_keeps_tensors",
+    "vogn_state_keeps_ggn_graph": "autograd_history",
+    "word_embeddings_per_request_lru_cache": "registry_keeps_objects",
+    "mp_device_loader_iter_per_epoch": "threads_not_joined",
+    "gat_edge_softmax_ctx_keeps_output": "cyclic_garbage",
+    "resampled_clip_lengths_cached_by_onednn": "cache_by_argument",
+    "trainer_engines_kept_by_atexit_per_trial": "registered_callbacks",
+    "asr_manifest_entities_copied_by_workers": "dataloader_workers",
+    "layer_sharder_keeps_every_source_mapping": "mapped_files_kept",
+    "vit_extractor_removed_hook_handles_pile_up": "registered_callbacks",
+    "yolo_val_stats_keep_prediction_columns": "container_keeps_tensors",
+    "svi_trace_graph_cycles": "cyclic_garbage",
+    "llm_worker_race_spawns_duplicate_workers": "processes",
+    "asr_manifest_audio_handles_kept_open": "descriptors_not_closed",
+    "gradient_state_keeps_trial_dataloaders": "registry_keeps_objects",
+    "dreamer_interaction_state_keeps_graph": "autograd_history",
+    "poke_env_reset_keeps_every_battle": "registry_keeps_objects",
+    "pusher_audio_buffers_ratchet_thread_arenas": "allocator_caching",
+    "ignite_eval_log_handler_added_every_epoch": "registered_callbacks",
+    "retro_template_workers_ignore_sigterm": "processes",
+    "fully_bayesian_posterior_mixture_cache": "cache_by_argument",
+    "co3d_frame_annotations_copied_by_workers": "dataloader_workers",
+    "checkpoint_wrapper_forward_partial_cycle": "cyclic_garbage",
+    "trt_serialized_engine_never_destroyed": "descriptors_not_closed",
 }
 
 
@@ -29420,6 +29444,2413 @@ def unregistered_models_kept_by_provider(device):
     return step
 
 
+
+# Round 23, h1.
+# Imports this fragment needs: none beyond fresh_steps.py's own (functools, itertools, threading, torch, nn,
+# DataLoader, TensorDataset).
+
+
+# https://github.com/pytorch/torchtitan/issues/2273 ("[DeepEP] How is _handle_cache handled during inference?", closed;
+# fixed by https://github.com/pytorch/torchtitan/pull/2296, "[MoE] DeepEP refactor and fix memory leak during training
+# and inference", merged)
+# Seen: "the cache is not properly released if I do inference in between training steps, like inference to get
+# validation loss etc., because `_handle_cache.pop(ctx.cache_id_int, None)` is only in dispatch_bwd"; the fix PR shows
+# "before the fix there was a growing memory usage" on a 16B DeepSeek-V3 run, flat after it.
+# Fix (merged, measured there): keep the handle on the autograd ctx and drop the module-level entry in combine's
+# forward when no backward will run (inference), in setup_context otherwise.
+# Here an expert-parallel MoE layer in miniature: the dispatch Function routes tokens to experts and stores the
+# routing "handle" (sort order, per-expert counts, token-in-expert mask) in a module-level dict keyed by a counter;
+# combine looks it up by id; only dispatch's backward pops it. Each step trains on a batch (backward pops its entry)
+# and then scores one validation batch under no_grad, whose handle is never popped.
+_r231_handle_cache: dict = {}
+_r231_cache_counter = itertools.count()
+
+
+class _r231_DeepEPDispatch(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, topk_idx, num_experts):
+        flat = topk_idx.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        counts = torch.bincount(flat, minlength=num_experts)
+        in_expert = torch.zeros(x.shape[0], num_experts, dtype=torch.bool, device=x.device)
+        in_expert.scatter_(1, topk_idx, True)
+        cache_id = next(_r231_cache_counter)
+        _r231_handle_cache[cache_id] = (order, counts, in_expert)  # LEAK: popped only in backward; eval never pops it
+        ctx.cache_id_int, ctx.k, ctx.n = cache_id, topk_idx.shape[1], x.shape[0]
+        recv = x.repeat_interleave(topk_idx.shape[1], dim=0)[order]
+        return recv, torch.tensor(cache_id)
+
+    @staticmethod
+    def backward(ctx, grad_recv, _grad_id):
+        order, _, _ = _r231_handle_cache.pop(ctx.cache_id_int, None)
+        grad = torch.zeros_like(grad_recv)
+        grad[order] = grad_recv
+        return grad.view(ctx.n, ctx.k, -1).sum(1), None, None
+
+
+class _r231_DeepEPCombine(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, expert_out, cache_id, weights):
+        order, _, _ = _r231_handle_cache.get(int(cache_id))
+        unsorted = torch.empty_like(expert_out)
+        unsorted[order] = expert_out
+        ctx.save_for_backward(order, weights, unsorted)
+        n, k = weights.shape
+        return (unsorted.view(n, k, -1) * weights.unsqueeze(-1)).sum(1)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        order, weights, unsorted = ctx.saved_tensors
+        n, k = weights.shape
+        grad_unsorted = (grad_out.unsqueeze(1) * weights.unsqueeze(-1)).reshape(n * k, -1)
+        grad_weights = (unsorted.view(n, k, -1) * grad_out.unsqueeze(1)).sum(-1)
+        return grad_unsorted[order], None, grad_weights
+
+
+class _r231_MoE(nn.Module):
+    def __init__(self, dim=64, hidden=128, num_experts=8, top_k=2):
+        super().__init__()
+        self.router = nn.Linear(dim, num_experts)
+        self.w1 = nn.Parameter(torch.randn(num_experts, dim, hidden) * dim ** -0.5)
+        self.w2 = nn.Parameter(torch.randn(num_experts, hidden, dim) * hidden ** -0.5)
+        self.num_experts, self.top_k = num_experts, top_k
+
+    def forward(self, x):
+        weights, topk_idx = self.router(x).softmax(-1).topk(self.top_k, dim=-1)
+        recv, cache_id = _r231_DeepEPDispatch.apply(x, topk_idx, self.num_experts)
+        counts = _r231_handle_cache[int(cache_id)][1].tolist()
+        outs = [torch.relu(chunk @ self.w1[e]) @ self.w2[e] for e, chunk in enumerate(recv.split(counts))]
+        return x + _r231_DeepEPCombine.apply(torch.cat(outs), cache_id, weights)
+
+
+def moe_dispatch_handles_kept_by_eval(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(231)
+    embed, moe, head = nn.Linear(32, 64).to(device), _r231_MoE().to(device), nn.Linear(64, 10).to(device)
+    opt = torch.optim.AdamW([*embed.parameters(), *moe.parameters(), *head.parameters()], lr=1e-3)
+    val_x = torch.randn(512, 32, generator=gen).to(device)
+    val_y = torch.randint(0, 10, (512,), generator=gen).to(device)
+
+    def step():  # one training step, then the validation loss the trainer logs between steps
+        x = torch.randn(256, 32, generator=gen).to(device)
+        y = torch.randint(0, 10, (256,), generator=gen).to(device)
+        _update(opt, nn.functional.cross_entropy(head(moe(embed(x))), y))  # backward pops this batch's handle
+        with torch.no_grad():
+            val_loss = nn.functional.cross_entropy(head(moe(embed(val_x))), val_y)  # no backward: its handle stays
+        return {"val_loss": float(val_loss), "handles": len(_r231_handle_cache)}
+
+    return step
+
+
+# https://github.com/emtiyaz/vadam/pull/2 ("Fix memory issue", merged)
+# Seen: "Some tensors in the VOGN optimizer needed to be detached from the computation graph to avoid them to
+# accumulate in memory. This could make running VOGN with limited resources impossible since memory usage increased
+# linearly with the number of epochs."
+# Fix (merged, commit 3079dfe): `.detach()` on the per-step gradient and GGN vectors (and on the initial mean).
+# Here VOGN in miniature: the closure returns per-layer gradient and Gauss-Newton diagonals built with Goodfellow's
+# trick from the forward activations (G.t() @ X, G.t()**2 @ X**2), which carry the forward graph; the optimizer folds
+# them into its state, the precision as a running average and the mean by an in-place step, without detaching, so
+# every step's activations stay chained to the optimizer state.
+class _r231_MLP(nn.Module):
+    def __init__(self, sizes=(16, 64, 64, 1)):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+
+    def forward(self, x):
+        h_list, z_list, out = [x], [], x
+        for i, layer in enumerate(self.layers):
+            z = layer(out)
+            z.retain_grad()
+            z_list.append(z)
+            out = z if i == len(self.layers) - 1 else torch.relu(z)
+            if i < len(self.layers) - 1:
+                h_list.append(out)
+        return out.squeeze(-1), h_list, z_list
+
+
+def _r231_goodfellow_ggn(activations, linear_grads):
+    grads, ggns = [], []
+    for g, x in zip(linear_grads, activations, strict=True):
+        g = g * g.shape[0]
+        grads += [g.t() @ x, g.sum(0)]
+        ggns += [(g.t() ** 2) @ (x ** 2), (g ** 2).sum(0)]
+    return grads, ggns
+
+
+class _r231_VOGN(torch.optim.Optimizer):
+    def __init__(self, params, train_set_size, lr=1e-3, beta=0.999, prior_prec=1.0, prec_init=1.0):
+        super().__init__(params, dict(lr=lr, beta=beta, prior_prec=prior_prec, prec_init=prec_init,
+                                      train_set_size=train_set_size))
+
+    def step(self, closure):
+        d = self.defaults
+        params = self.param_groups[0]["params"]
+        if "mu" not in self.state:
+            p = torch.nn.utils.parameters_to_vector(params)
+            self.state["mu"] = p.detach().clone()
+            self.state["Precision"] = torch.ones_like(self.state["mu"]) * d["prec_init"]
+        mu, precision = self.state["mu"], self.state["Precision"]
+        sample = mu + torch.randn_like(mu) / precision.sqrt()
+        torch.nn.utils.vector_to_parameters(sample.detach(), params)
+        loss, grad, ggn, m = closure()
+        grad_vec = torch.cat([g.reshape(-1) for g in grad]).div(m)  # LEAK: not detached (the fix adds .detach())
+        ggn_vec = torch.cat([g.reshape(-1) for g in ggn]).div(m)  # LEAK: carries this step's activations
+        mu_grad = grad_vec * d["train_set_size"]
+        precision = precision * d["beta"] + (ggn_vec * d["train_set_size"] + d["prior_prec"]) * (1 - d["beta"])
+        self.state["Precision"] = precision  # the running average now links every step's graph
+        mu.addcdiv_(mu_grad + mu * d["prior_prec"], precision, value=-d["lr"])
+        return loss
+
+
+def vogn_state_keeps_ggn_graph(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2312)
+    model = _r231_MLP().to(device)
+    x_all = torch.randn(2048, 16, generator=gen).to(device)
+    y_all = (x_all[:, :4].sum(1) > 0).float()
+    opt = _r231_VOGN(model.parameters(), train_set_size=x_all.shape[0], lr=1e-3)
+    batches = itertools.count()
+
+    def step():  # one minibatch of Bayesian logistic regression with VOGN
+        i = next(batches) % 32
+        x, y = x_all[i * 64:(i + 1) * 64], y_all[i * 64:(i + 1) * 64]
+
+        def closure():
+            logits, h_list, z_list = model(x)
+            loss = nn.functional.binary_cross_entropy_with_logits(logits, y)
+            linear_grads = torch.autograd.grad(loss, z_list)
+            grad, ggn = _r231_goodfellow_ggn(h_list, linear_grads)
+            return loss, grad, ggn, x.shape[0]
+
+        loss = opt.step(closure)
+        return {"loss": float(loss.detach())}
+
+    return step
+
+
+# https://github.com/flairNLP/flair/issues/2013 ("Memory leak when using WordEmbeddings Class", closed; fixed by
+# https://github.com/flairNLP/flair/pull/2018, "Memory leak word embeddings", merged)
+# Seen: a Flask API that made WordEmbeddings objects as requests came in grew in memory; the maintainer found
+# "functools lru_cache doesn't follow self object's lifetime, thus the memory leak": get_cached_vec was decorated
+# with @lru_cache(maxsize=10000), a cache on the class's function whose keys include `self`, so every
+# WordEmbeddings instance that ever looked up a word stayed alive with its whole vector table.
+# Fix (merged): a per-instance cache (instance_lru_cache: functools.lru_cache bound to the instance and set as an
+# attribute), so the cache dies with its embeddings; the maintainer also advised not to make one per request.
+# Here a serving handler builds a WordEmbeddings for each request (its vector table loaded from a seeded generator
+# instead of a file), embeds the request's sentence word by word through get_cached_vec, and scores it with a
+# small shared classifier. The handler drops the embeddings afterwards, but the class-level cache keeps them.
+class _r231_WordEmbeddings(nn.Module):
+    VOCAB = [f"w{i}" for i in range(2000)]
+
+    def __init__(self, seed, dim=50):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.precomputed_word_embeddings = {w: v for w, v in zip(self.VOCAB, torch.randn(len(self.VOCAB), dim, generator=gen), strict=True)}
+        self.embedding_length = dim
+
+    @functools.lru_cache(maxsize=10000, typed=False)  # LEAK: the cache is on the class; its keys hold `self`  # noqa: B019
+    def get_cached_vec(self, word: str) -> torch.Tensor:
+        if word in self.precomputed_word_embeddings:
+            return self.precomputed_word_embeddings[word]
+        return torch.zeros(self.embedding_length)
+
+    def embed(self, words, device):
+        return torch.stack([self.get_cached_vec(w) for w in words]).to(device)
+
+
+def word_embeddings_per_request_lru_cache(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2313)
+    classifier = nn.Sequential(nn.Linear(50, 32), nn.ReLU(), nn.Linear(32, 2)).to(device).eval()
+    requests = itertools.count()
+
+    def step():  # one API request: load the embeddings the request names, embed its sentence, classify
+        n = next(requests)
+        embeddings = _r231_WordEmbeddings(seed=n % 7)
+        words = [f"w{int(i)}" for i in torch.randint(0, 2000, (12,), generator=gen)]
+        with torch.no_grad():
+            probs = classifier(embeddings.embed(words, device).mean(0)).softmax(-1)
+        del embeddings  # the handler's reference goes; the lru_cache's stay
+        return {"p_positive": float(probs[1])}
+
+    return step
+
+
+# https://github.com/pytorch/xla/pull/8039 ("parallel_loader: Fix TPU memory leak when calling __iter__.", merged)
+# Seen: "A TPU memory leak occurs when calling __iter__ on the MpDeviceLoader object ... the memory growth becomes
+# more noticeable and critical when __iter__ is called repeatedly, eventually leading to a crash. This issue is
+# caused by the threads not being properly terminated because the close() method was not invoked."
+# Fix (merged, commit d79a37c): MpDeviceLoader keeps its ParallelLoader and, on the next __iter__, close()s it and
+# joins its loader and host-to-device threads before starting a new one.
+# Here torch_xla's ParallelLoader in miniature (its closable queues, one loader thread and one transfer thread per
+# device, both daemons): each epoch the trainer iterates a fresh MpDeviceLoader iterator for a fixed number of steps
+# per epoch and moves on; the abandoned iterator's two threads stay blocked on their full queues, holding the
+# batches they prefetched.
+class _r231_KQueue:
+    """torch_xla.utils.keyd_queue.Queue: a bounded queue that can be closed for reading and writing."""
+
+    def __init__(self, maxsize):
+        self._maxsize, self._items = maxsize, collections.deque()
+        self._lock = threading.Lock()
+        self._ready_cv, self._space_cv = threading.Condition(self._lock), threading.Condition(self._lock)
+        self._close_read = self._close_write = False
+
+    def put(self, item):
+        with self._lock:
+            while len(self._items) >= self._maxsize and not self._close_read:
+                self._space_cv.wait()
+            if not self._close_read:
+                self._items.append(item)
+                self._ready_cv.notify()
+
+    def get(self):
+        with self._lock:
+            while not self._items and not self._close_write:
+                self._ready_cv.wait()
+            item = self._items.popleft() if self._items else None
+            if item is not None:
+                self._space_cv.notify()
+            return item
+
+    def close(self):
+        with self._lock:
+            self._close_read = self._close_write = True
+            self._ready_cv.notify_all()
+            self._space_cv.notify_all()
+
+    def close_write(self):
+        with self._lock:
+            self._close_write = True
+            self._ready_cv.notify_all()
+
+
+class _r231_ParallelLoader:
+    def __init__(self, loader, device, loader_prefetch_size=8, device_prefetch_size=4):
+        self._loader, self._device, self._done = loader, device, False
+        self.loader_queue, self.queue = _r231_KQueue(loader_prefetch_size), _r231_KQueue(device_prefetch_size)
+        self._threads = [threading.Thread(target=self._loader_worker, daemon=True),
+                         threading.Thread(target=self._worker, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _loader_worker(self):
+        try:
+            for batch in self._loader:
+                if self._done:
+                    break
+                self.loader_queue.put(batch)
+        finally:
+            self.loader_queue.close_write()
+
+    def _worker(self):
+        try:
+            while (batch := self.loader_queue.get()) is not None:
+                self.queue.put([t.to(self._device, copy=True) for t in batch])  # send_cpu_data_to_device
+        finally:
+            self.queue.close_write()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = self.queue.get()
+        if item is None:
+            raise StopIteration
+        return item
+
+    def close(self):
+        self._done = True
+        self.queue.close()
+        self.loader_queue.close()
+        for t in self._threads:
+            t.join()
+
+
+class _r231_MpDeviceLoader:
+    def __init__(self, loader, device):
+        self._loader, self._device = loader, device
+
+    def __iter__(self):
+        # LEAK: a new ParallelLoader every __iter__; the previous one is never close()d, its threads never joined
+        return iter(_r231_ParallelLoader(self._loader, self._device))
+
+
+def mp_device_loader_iter_per_epoch(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2314)
+    data = TensorDataset(torch.randn(1024, 32, generator=gen), torch.randint(0, 4, (1024,), generator=gen))
+    train_loader = _r231_MpDeviceLoader(DataLoader(data, batch_size=32, shuffle=False), device)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    steps_per_epoch = 2
+
+    def step():  # one (short) epoch: the trainer stops after steps_per_epoch batches
+        for i, (x, y) in enumerate(train_loader):
+            _update(opt, nn.functional.cross_entropy(model(x), y))
+            if i + 1 == steps_per_epoch:
+                break
+        return {"threads": threading.active_count()}
+
+    return step
+
+
+# https://github.com/dmlc/dgl/issues/637 ("The GPU usage keep growing as the training is going, if graph is passed into
+# the model every time", closed; fixed by https://github.com/dmlc/dgl/pull/643, "[BugFix] Fix memory leak in DGL edge
+# softmax module", merged, and https://github.com/dmlc/dgl/pull/692, "[Fix] Fix Memory Leak in Edge Softmax", merged)
+# Seen: training DGL's GAT example, GPU memory kept growing step after step when the graph was passed to the model on
+# every call, until out of memory.
+# Fix (merged): #643 sets `ctx.backward_cache = None` in EdgeSoftmax.backward ("fix gat memory increase bug"); #692
+# then keeps only the graph on ctx and saves the output with `ctx.save_for_backward(out)`.
+# Here a GAT layer with DGL's EdgeSoftmax autograd Function of that time (in pure torch: scatter max / sum over each
+# node's incoming edges), which keeps `(g, out)` on `ctx.backward_cache` and never clears it. The output's grad_fn
+# holds the ctx and the ctx holds the output: a cycle through the C++ autograd node that the collector cannot see,
+# so each training step's attention weights (and the nodes behind them) stay, even after backward and gc.collect().
+# No entry fits: the catalog's cyclic_garbage entry is Python-level cycles that gc.collect() frees, and its fix
+# (collect, or a weak back-link) does not free this; the fix here is save_for_backward / clearing ctx in backward,
+# which no entry has. (The family is the closest: a per-step reference cycle, here one the collector cannot break.)
+class _r231_Graph:
+    def __init__(self, src, dst, num_nodes):
+        self.src, self.dst, self.num_nodes = src, dst, num_nodes
+        self.edata, self.ndata = {}, {}
+
+
+class _r231_EdgeSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, g, score):
+        idx = g.dst.unsqueeze(-1).expand_as(score)
+        score_max = score.new_full((g.num_nodes, score.shape[1]), float("-inf")).scatter_reduce(0, idx, score, "amax")
+        e = torch.exp(score - score_max[g.dst])
+        e_sum = score.new_zeros((g.num_nodes, score.shape[1])).index_add_(0, g.dst, e)
+        out = e / e_sum[g.dst]
+        ctx.backward_cache = (g, out)  # LEAK: the output kept on ctx (not save_for_backward), never cleared
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        g, out = ctx.backward_cache
+        sds = out * grad_out
+        accum = sds.new_zeros((g.num_nodes, sds.shape[1])).index_add_(0, g.dst, sds)
+        return None, sds - out * accum[g.dst]
+
+
+class _r231_GATConv(nn.Module):
+    def __init__(self, in_feats, out_feats, heads):
+        super().__init__()
+        self.fc = nn.Linear(in_feats, out_feats * heads, bias=False)
+        self.attn_l = nn.Parameter(torch.randn(1, heads, out_feats) * 0.1)
+        self.attn_r = nn.Parameter(torch.randn(1, heads, out_feats) * 0.1)
+        self.heads, self.out_feats = heads, out_feats
+
+    def forward(self, g, h):
+        ft = self.fc(h).view(-1, self.heads, self.out_feats)
+        el, er = (ft * self.attn_l).sum(-1), (ft * self.attn_r).sum(-1)
+        a = _r231_EdgeSoftmax.apply(g, nn.functional.leaky_relu(el[g.src] + er[g.dst], 0.2))
+        msg = ft[g.src] * a.unsqueeze(-1)
+        return ft.new_zeros(g.num_nodes, self.heads, self.out_feats).index_add_(0, g.dst, msg)
+
+
+def gat_edge_softmax_ctx_keeps_output(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2315)
+    n, e = 400, 4000
+    g = _r231_Graph(torch.randint(0, n, (e,), generator=gen).to(device),
+                    torch.randint(0, n, (e,), generator=gen).to(device), n)
+    feats = torch.randn(n, 32, generator=gen).to(device)
+    labels = torch.randint(0, 5, (n,), generator=gen).to(device)
+    layer1, layer2 = _r231_GATConv(32, 16, 4).to(device), _r231_GATConv(64, 5, 1).to(device)
+    opt = torch.optim.Adam([*layer1.parameters(), *layer2.parameters()], lr=5e-3)
+
+    def step():  # one full-graph training step (the graph passed to the model every call, as in the report)
+        h = nn.functional.elu(layer1(g, feats).flatten(1))
+        logits = layer2(g, h).mean(1)
+        loss = nn.functional.cross_entropy(logits, labels)
+        _update(opt, loss)
+        return {"loss": float(loss.detach())}
+
+    return step
+
+
+# Round 23, h2.
+# Imports this fragment needs: none beyond fresh_steps.py's own (atexit, collections, contextlib, ctypes, itertools,
+# json, math, mmap, os, struct, tempfile, torch, nn, DataLoader, Dataset, RandomSampler, TensorDataset and _update are
+# already there).
+
+
+# https://github.com/pytorch/audio/issues/2338 ("Memory leak when resampling audio of variable length", open)
+# Seen: "I discovered a memory leak in one of my datasets that I tracked down to resampling audio of varying
+# length ... a steadily increasing memory footprint. The problem does not appear if all audios are the same length";
+# the reporter's Dataset drew a clip of random length in __getitem__ and called
+# torchaudio.functional.resample(audio, 44_100, 16_000). With @trundle they traced it to MKLDNN (oneDNN):
+# `torch.backends.mkldnn.m.set_flags(False)` made it go away "but slow down the execution".
+# Fix: only that workaround in the thread (oneDNN off, slower); the issue is still open, nothing merged. (Our reading:
+# oneDNN caches a primitive per convolution shape, up to ONEDNN_PRIMITIVE_CACHE_CAPACITY, 1024 by default, so the
+# growth stops after that many distinct lengths; padding or bucketing the clip lengths makes the shapes repeat.)
+# Here a keyword-spotting loader resamples each 44.1 kHz clip to 16 kHz the way torchaudio's functional resample does
+# it (a windowed-sinc kernel applied with conv1d, stride = orig_freq / gcd) in the Dataset's __getitem__ (num_workers=0,
+# so the cache grows in this process); every clip has its own length, so every call is a conv1d of a new input shape
+# and oneDNN builds and caches one more primitive for it.
+def _r232_get_sinc_resample_kernel(orig_freq, new_freq, gcd, lowpass_filter_width=6, rolloff=0.99):
+    orig_freq, new_freq = int(orig_freq) // gcd, int(new_freq) // gcd  # sinc_interp_hann, as torchaudio's
+    base_freq = min(orig_freq, new_freq) * rolloff
+    width = math.ceil(lowpass_filter_width * orig_freq / base_freq)
+    idx = torch.arange(-width, width + orig_freq, dtype=torch.float64)[None, None] / orig_freq
+    t = torch.arange(0, -new_freq, -1, dtype=torch.float64)[:, None, None] / new_freq + idx
+    t *= base_freq
+    t = t.clamp_(-lowpass_filter_width, lowpass_filter_width)
+    window = torch.cos(t * math.pi / lowpass_filter_width / 2) ** 2
+    t *= math.pi
+    kernels = torch.where(t == 0, torch.tensor(1.0).to(t), t.sin() / t)
+    kernels *= window * (base_freq / orig_freq)
+    return kernels.to(torch.float32), width
+
+
+def _r232_resample(waveform, orig_freq, new_freq):
+    gcd = math.gcd(int(orig_freq), int(new_freq))
+    kernel, width = _r232_get_sinc_resample_kernel(orig_freq, new_freq, gcd)
+    orig, new = orig_freq // gcd, new_freq // gcd
+    shape = waveform.size()
+    waveform = waveform.view(-1, shape[-1])
+    num_wavs, length = waveform.shape
+    waveform = nn.functional.pad(waveform, (width, width + orig))
+    resampled = nn.functional.conv1d(waveform[:, None], kernel, stride=orig)  # LEAK: a new length: oneDNN caches one more primitive
+    resampled = resampled.transpose(1, 2).reshape(num_wavs, -1)
+    target_length = int(math.ceil(new * length / orig))
+    resampled = resampled[..., :target_length]
+    return resampled.view(shape[:-1] + resampled.shape[-1:])
+
+
+class _r232_TestResampleDataset(Dataset):
+    def __init__(self, n_clips=11_111, n_classes=10, seed=2338):
+        self.n_clips, self.n_classes, self.seed = n_clips, n_classes, seed
+
+    def __len__(self):
+        return self.n_clips
+
+    def __getitem__(self, idx):
+        gen = torch.Generator().manual_seed(self.seed * 100_003 + idx)
+        n = int(torch.randint(13_230, 22_051, (1,), generator=gen))  # 0.3 to 0.5 s at 44.1 kHz: each clip its own length
+        audio = torch.rand(n, generator=gen) * 2 - 1
+        audio = _r232_resample(audio, 44_100, 16_000)
+        clip = nn.functional.pad(audio, (0, 8_000 - audio.shape[-1]))[:8_000]  # the model sees a fixed 0.5 s window
+        return clip, idx % self.n_classes
+
+
+def resampled_clip_lengths_cached_by_onednn(device):
+    torch.manual_seed(0)
+    dataset = _r232_TestResampleDataset()
+    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(0))
+    batches = iter(DataLoader(dataset, batch_size=1, sampler=sampler, num_workers=0))
+    model = nn.Sequential(nn.Conv1d(1, 8, 80, stride=40), nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(),
+                          nn.Linear(8, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():  # one keyword-spotting step on one resampled clip
+        nonlocal batches
+        try:
+            clip, label = next(batches)
+        except StopIteration:
+            batches = iter(DataLoader(dataset, batch_size=1, sampler=sampler, num_workers=0))
+            clip, label = next(batches)
+        loss = nn.functional.cross_entropy(model(clip[:, None].to(device)), label.to(device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/mosaicml/composer/pull/3943 ("Fix Engine atexit cleanup lifetime", open; after
+# mosaicml/composer#1769, "unregister", merged)
+# Seen: #1769: "Fixes memory not being freed with object deletion. Experiment training resnet twice in same python
+# process", with before/after memory plots; it added `atexit.unregister(self._close)` to `Engine.__del__`. #3943:
+# "Composer currently registers the same static `_close` callback for every Engine and passes each Engine's state and
+# logger into `atexit`. Manually closing an Engine does not unregister that entry, retaining training objects ... This
+# prevents bounded repeated in-process Trainer lifetimes." (`Engine.__del__` returns early once `close()` has run, so a
+# closed Engine's registration, with its State, stays until the interpreter exits.)
+# Fix (#3943, open; "Direct Engine lifecycle and interpreter-exit probes passed", no memory figures): give every Engine
+# its own weak atexit callback, make close() idempotent, and unregister that Engine's callback in close().
+# Here each step is one trial of a learning-rate sweep run in one process: a Trainer builds its State (model, Adam,
+# loader, callbacks) and an Engine, fits a few batches and is closed, as a sweep driver does; the Engine's atexit
+# registration keeps every trial's State (its model and optimizer state) to the end of the process.
+class _r232_State:
+    def __init__(self, model, optimizers, train_dataloader, callbacks):
+        self.model, self.optimizers = model, optimizers
+        self.train_dataloader, self.callbacks = train_dataloader, callbacks
+        self.timestamp = {"epoch": 0, "batch": 0}
+
+
+class _r232_Logger:
+    def __init__(self, state, destinations=()):
+        self.state, self.destinations, self.metrics = state, list(destinations), {}
+
+    def log_metrics(self, metrics):
+        self.metrics.update(metrics)
+
+
+class _r232_SpeedMonitor:  # a callback whose close() the engine runs at shutdown
+    def __init__(self):
+        self.batches, self.closed = 0, False
+
+    def batch_end(self, state, logger):
+        self.batches += 1
+
+    def close(self, state, logger):
+        self.closed = True
+
+    def post_close(self):
+        pass
+
+
+class _r232_Engine:
+    def __init__(self, state, logger):
+        self.logger, self.state = logger, state
+        self._is_closed = False
+        atexit.register(self._close, state, logger)  # LEAK: never unregistered after close(): atexit keeps the State
+
+    def run_event(self, event):
+        for callback in self.state.callbacks:
+            getattr(callback, event, lambda *_: None)(self.state, self.logger)
+
+    def __del__(self):
+        if self._is_closed:  # close() already ran: returns before unregistering
+            return
+        self.close()
+        atexit.unregister(self._close)
+
+    def close(self):
+        if not self._is_closed:
+            self._close(self.state, self.logger)
+        self._is_closed = True
+
+    @staticmethod
+    def _close(state, logger):
+        """The actual shutdown logic, a static method so the engine itself can still be garbage collected."""
+        for callback in state.callbacks:
+            callback.close(state, logger)
+        for callback in state.callbacks:
+            callback.post_close()
+
+
+class _r232_Trainer:
+    def __init__(self, model, train_dataloader, max_batches, optimizers, callbacks=()):
+        self.state = _r232_State(model, optimizers, train_dataloader, list(callbacks))
+        self.logger = _r232_Logger(self.state)
+        self.engine = _r232_Engine(self.state, self.logger)
+        self.max_batches = max_batches
+
+    def fit(self):
+        model, opt = self.state.model, self.state.optimizers
+        model.train()
+        for x, y in itertools.islice(self.state.train_dataloader, self.max_batches):
+            loss = nn.functional.cross_entropy(model(x), y)
+            _update(opt, loss)
+            self.state.timestamp["batch"] += 1
+            self.engine.run_event("batch_end")
+            self.logger.log_metrics({"loss/train": loss.item()})
+        return self.logger.metrics["loss/train"]
+
+    def close(self):
+        self.engine.close()
+
+
+def trainer_engines_kept_by_atexit_per_trial(device):
+    gen = torch.Generator().manual_seed(3943)
+    x = torch.randn(512, 64, generator=gen)
+    y = torch.randint(0, 10, (512,), generator=gen)
+    dataset = TensorDataset(x.to(device), y.to(device))
+    lrs = itertools.cycle([3e-4, 1e-3, 3e-3, 1e-2])
+    trial = itertools.count()
+
+    def step():  # one trial of the sweep: build, fit 4 batches, close
+        lr = next(lrs)
+        torch.manual_seed(next(trial))
+        model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+        trainer = _r232_Trainer(model, DataLoader(dataset, batch_size=32, shuffle=True), max_batches=4,
+                                optimizers=torch.optim.Adam(model.parameters(), lr=lr),
+                                callbacks=[_r232_SpeedMonitor()])
+        loss = trainer.fit()
+        trainer.close()
+        return {"lr": lr, "loss": loss}
+
+    return step
+
+
+# https://github.com/NVIDIA-NeMo/Speech/issues/1467 (filed as NVIDIA/NeMo#1467; "AudioText leaks memory for large-scale
+# training datasets", closed)
+# Seen: "it appends and stores paths to audio files in a list ... If this object is then scattered to all DataLoader
+# workers, it leads to leaking Linux shared memory (measured by PSS) and gets some data loader threads killed by OOM
+# killer halting the training process ... Large-scale training datasets contain a lot of audio files and hence a lot
+# of audio path strings" (NeMo's manifest collection, a UserList of AudioTextEntity namedtuples, read by every
+# forked worker; pytorch/pytorch#13246's copy-on-read).
+# Fix: the reporter's, measured by them ("when we stub out `.data` in the UserList to our share-safe list holder ...
+# the memory leak goes away"): keep the manifest's strings packed in tensors instead of Python objects (or share them
+# through a Manager); a maintainer said they would test it, no merged change in the thread.
+# Here an ASR training loop reads a 40,000-utterance manifest through an AudioText-like collection (namedtuples with
+# the audio path, duration, offset, transcript and its token list); two forked workers draw random utterances, and
+# each one they read has its refcounts written, so the pages holding it are copied into that worker.
+_r232_AudioTextEntity = collections.namedtuple(
+    "AudioTextEntity", "id audio_file duration text_tokens offset text_raw speaker orig_sr lang")
+_r232_LABELS = " abcdefghijklmnopqrstuvwxyz'"
+
+
+class _r232_AudioText(collections.UserList):
+    OUTPUT_TYPE = _r232_AudioTextEntity
+
+    def __init__(self, ids, audio_files, durations, texts, offsets, speakers, orig_sampling_rates, langs, parser):
+        data, total_duration = [], 0.0
+        for id_, audio_file, duration, offset, text, speaker, orig_sr, lang in zip(
+                ids, audio_files, durations, offsets, texts, speakers, orig_sampling_rates, langs, strict=True):
+            text_tokens = parser(text)
+            total_duration += duration
+            data.append(self.OUTPUT_TYPE(id_, audio_file, duration, text_tokens, offset, text, speaker, orig_sr, lang))
+        self.duration = total_duration
+        super().__init__(data)
+
+
+class _r232_ManifestProcessor:
+    def __init__(self, n_utterances, seed=1467):
+        gen = torch.Generator().manual_seed(seed)
+        words = ["the", "of", "and", "to", "a", "in", "that", "he", "was", "it", "his", "with", "had", "for", "you",
+                 "she", "as", "her", "not", "but", "at", "said", "on", "be", "they", "all", "have", "him", "so"]
+        ids, files, durations, texts, spk = [], [], [], [], []
+        for i in range(n_utterances):
+            speaker, chapter = int(torch.randint(19, 8000, (1,), generator=gen)), 100000 + i // 40
+            n_words = int(torch.randint(6, 18, (1,), generator=gen))
+            texts.append(" ".join(words[j] for j in torch.randint(0, len(words), (n_words,), generator=gen).tolist()))
+            ids.append(i)
+            files.append(f"/data/LibriSpeech/train-clean-360/{speaker}/{chapter}/{speaker}-{chapter}-{i % 40:04d}.flac")
+            durations.append(2.0 + 14.0 * float(torch.rand(1, generator=gen)))
+            spk.append(speaker)
+        char_to_id = {c: k for k, c in enumerate(_r232_LABELS)}
+        self.collection = _r232_AudioText(ids, files, durations, texts, [0.0] * n_utterances, spk,
+                                          [16_000] * n_utterances, ["en"] * n_utterances,
+                                          parser=lambda text: [char_to_id[c] for c in text])
+
+    def process_text_by_sample(self, sample):
+        return sample.text_tokens, len(sample.text_tokens)
+
+
+class _r232_AudioToCharDataset(Dataset):
+    def __init__(self, n_utterances):
+        self.manifest_processor = _r232_ManifestProcessor(n_utterances)
+        self.window = torch.hann_window(256)
+
+    def __len__(self):
+        return len(self.manifest_processor.collection)
+
+    def __getitem__(self, index):
+        sample = self.manifest_processor.collection[index]  # LEAK: reading the entry (and its strings, list) in a forked worker copies their pages
+        gen = torch.Generator().manual_seed(sample.id)  # the featurizer "loads" sample.audio_file at sample.offset
+        audio = torch.randn(min(int(sample.duration * 100), 1600), generator=gen)
+        spec = torch.stft(nn.functional.pad(audio, (0, 1600 - audio.shape[0])), 256, hop_length=128,
+                          window=self.window, return_complex=True)
+        features = spec.abs().add(1e-5).log()  # (129, 13)
+        t, tl = self.manifest_processor.process_text_by_sample(sample=sample)
+        return features, torch.tensor(t[:8]), min(tl, 8)
+
+
+def _r232_seq_collate(batch):
+    features = torch.stack([b[0] for b in batch])
+    targets = torch.cat([b[1] for b in batch])
+    return features, targets, torch.tensor([b[2] for b in batch])
+
+
+def asr_manifest_entities_copied_by_workers(device):
+    dataset = _r232_AudioToCharDataset(40_000)
+    sampler = RandomSampler(dataset, replacement=True, num_samples=10**7, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(dataset, batch_size=16, sampler=sampler, num_workers=2, collate_fn=_r232_seq_collate,
+                        multiprocessing_context="fork")
+    batches = iter(loader)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv1d(129, 64, 3, padding=1), nn.ReLU(), nn.Conv1d(64, len(_r232_LABELS) + 1, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step():  # one CTC step on a batch of 16 utterances
+        features, targets, target_lengths = next(batches)
+        log_probs = model(features.to(device)).permute(2, 0, 1).log_softmax(-1)  # (T, B, C)
+        input_lengths = torch.full((features.shape[0],), log_probs.shape[0], dtype=torch.long)
+        loss = nn.functional.ctc_loss(log_probs, targets.to(device), input_lengths, target_lengths,
+                                      blank=len(_r232_LABELS), zero_infinity=True)
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/MakazhanAlpamys/Soup/pull/934 ("fix(layer-stream): bound the sharder's live source mappings so a
+# large checkpoint can be sharded on Windows", merged; closes MakazhanAlpamys/Soup#926, "shard_checkpoint dies with an
+# access violation on Windows once ~100 GB of source safetensors mappings are alive (a real 70B cannot be sharded)")
+# Seen: "`shard_checkpoint` entered every source `*.safetensors` into one `ExitStack` and kept all of them open for the
+# whole of pass 2"; measured on Windows: "`safe_open` maps the file PRIVATELY, so every live handle charges Windows
+# commit for that file's entire size" (commit charge +46 GB with 49 GB mapped, back down once all were closed), and the
+# run died past ~100 GB of live mappings.
+# Fix (merged; the PR measured the commit charge tracking the live mappings and falling back once they were closed):
+# bound the number of source mappings alive at once instead of holding every shard's handle for the whole pass. (On Linux the same pattern shows as every page read from every source shard staying
+# resident in the process until the pass ends.)
+# Here each step writes one decoder layer of pass 2 (the layer-streaming sharder turns a 10-file safetensors
+# checkpoint into one file per layer); every source shard was entered into the pass's ExitStack at its start, so each
+# layer read leaves its pages resident in a mapping that stays open until the last layer is written.
+_r232_LAYER_PREFIX = "model.layers."
+
+
+def _r232_save_file(tensors, path):  # the safetensors layout: u64 header length, JSON header, raw little-endian bytes
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().cpu().contiguous()
+        raw = ctypes.string_at(t.data_ptr(), t.nbytes)
+        header[name] = {"dtype": {torch.float32: "F32", torch.bfloat16: "BF16"}[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        for raw in blobs:
+            f.write(raw)
+
+
+class _r232_safe_open:
+    """safetensors' safe_open in miniature: the file is memory-mapped; get_tensor copies one tensor out of the map."""
+
+    _DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16}
+
+    def __init__(self, path, framework="pt"):
+        with open(path, "rb") as f:
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        (n,) = struct.unpack("<Q", self._mm[:8])
+        self._header = json.loads(self._mm[8:8 + n])
+        self._header.pop("__metadata__", None)
+        self._base = 8 + n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._mm.close()
+
+    def keys(self):
+        return list(self._header)
+
+    def get_tensor(self, key):
+        info = self._header[key]
+        begin, end = (self._base + o for o in info["data_offsets"])
+        return torch.frombuffer(bytearray(self._mm[begin:end]), dtype=self._DTYPES[info["dtype"]]).view(info["shape"])
+
+
+def _r232_shard_checkpoint(weights_dir, out_dir, dtype="bfloat16"):
+    """Pass 1 maps every key to its shard; pass 2 writes one file per decoder layer, yielding after each."""
+    shards = sorted(os.path.join(weights_dir, f) for f in os.listdir(weights_dir) if f.endswith(".safetensors"))
+    where, layer_ids = {}, set()
+    for path in shards:  # pass 1
+        with _r232_safe_open(path, framework="pt") as handle:
+            for key in handle.keys():
+                where[key] = (path, key)
+                if key.startswith(_r232_LAYER_PREFIX):
+                    layer_ids.add(int(key[len(_r232_LAYER_PREFIX):].split(".", 1)[0]))
+    n_layers = max(layer_ids) + 1
+    # ExitStack, not a dict comprehension of __enter__(): if shard N fails to open, everything opened before it closes.
+    with contextlib.ExitStack() as stack:
+        handles = {path: stack.enter_context(_r232_safe_open(path, framework="pt")) for path in shards}  # LEAK: every source shard mapped (and every page read kept) for the whole pass
+        for idx in range(n_layers):  # pass 2
+            prefix = f"{_r232_LAYER_PREFIX}{idx}."
+            blob = {}
+            for key, (path, source_key) in where.items():
+                if key.startswith(prefix):
+                    blob[key[len(prefix):]] = handles[path].get_tensor(source_key).to(getattr(torch, dtype)).contiguous()
+            tmp = os.path.join(out_dir, f".layer_{idx:05d}.tmp")
+            _r232_save_file(blob, tmp)
+            os.replace(tmp, os.path.join(out_dir, f"layer_{idx:05d}.safetensors"))
+            yield idx, sum(t.numel() for t in blob.values())
+
+
+def layer_sharder_keeps_every_source_mapping(device):
+    folder = tempfile.TemporaryDirectory(prefix="r232_shard_")
+    src, out = os.path.join(folder.name, "hf"), os.path.join(folder.name, "layers")
+    os.makedirs(src)
+    os.makedirs(out)
+    gen = torch.Generator().manual_seed(934)
+    n_layers, per_shard = 400, 40
+    for s in range(n_layers // per_shard):  # a 10-shard checkpoint, 48 KiB of float32 weights per decoder layer
+        tensors = {}
+        for i in range(s * per_shard, (s + 1) * per_shard):
+            tensors[f"model.layers.{i}.self_attn.q_proj.weight"] = torch.randn(64, 64, generator=gen)
+            tensors[f"model.layers.{i}.mlp.up_proj.weight"] = torch.randn(128, 64, generator=gen)
+        _r232_save_file(tensors, os.path.join(src, f"model-{s + 1:05d}-of-{n_layers // per_shard:05d}.safetensors"))
+    passes = _r232_shard_checkpoint(src, out)
+    probe = torch.randn(4, 64, generator=gen).to(device)
+
+    def step():  # write the next decoder layer's shard (a new pass, forced, after the last layer)
+        nonlocal passes
+        try:
+            idx, numel = next(passes)
+        except StopIteration:
+            passes = _r232_shard_checkpoint(src, out)
+            idx, numel = next(passes)
+        with _r232_safe_open(os.path.join(out, f"layer_{idx:05d}.safetensors")) as written:  # spot-check the output
+            q = written.get_tensor("self_attn.q_proj.weight").float().to(device)
+        return {"layer": idx, "params": numel, "probe": float((probe @ q).norm())}
+
+    step.folder = folder  # the directory (source checkpoint and written layers) lives as long as the step
+    return step
+
+
+# https://github.com/omerbt/Splice/pull/135 ("Fix #134: Empty hook_handlers list in the Extractor", merged; closes
+# omerbt/Splice#134)
+# Seen: "By emptying the hook handler list, python can remove the hook handlers that are no longer active (but still
+# take up memory)." VitExtractor registers forward hooks on every DINO-ViT block (block, attn, attn_drop, qkv) on each
+# feature request and removes them afterwards, but `_clear_hooks` never emptied `self.hook_handlers`, so the removed
+# handles piled up, and every later request called remove() on all of them again.
+# Fix (merged, commit d709bac; no measurement beyond the author's test run): `self.hook_handlers = []` after removing.
+# Here a Splice-style appearance-transfer step trains a small generator against a frozen 4-block ViT through
+# VitExtractor (a global self-similarity loss on the keys and a CLS-token appearance loss, two extractor calls each);
+# every call registers 4 hooks per block (16) and removes them, and the handles of every call stay in the list
+# (64 more per step; each call also walks the whole list again, so the step slowly gets slower too).
+# Why no entry: the hooks themselves are removed every call (hook_registered_every_forward's fault, hooks left on the
+# module, is not this one); what grows is the list of dead RemovableHandles, and the fix is to drop that list, which
+# no catalog entry's fix is (nor is it a container of tensors).
+class _r232_Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.attn_drop = nn.Dropout(0.0)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = self.attn_drop((q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5).softmax(dim=-1))
+        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, c)), attn
+
+
+class _r232_Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = _r232_Attention(dim, heads)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        y, _ = self.attn(self.norm1(x))
+        x = x + y
+        return x + self.mlp(self.norm2(x))
+
+
+class _r232_DinoViT(nn.Module):  # dino_vits8 in miniature: 8x8 patches, CLS token, 4 blocks
+    def __init__(self, dim=32, heads=2, depth=4, img=32, patch=8):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, patch, stride=patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, 1 + (img // patch) ** 2, dim) * 0.02)
+        self.blocks = nn.ModuleList(_r232_Block(dim, heads) for _ in range(depth))
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+class _r232_VitExtractor:
+    BLOCK_KEY, ATTN_KEY, PATCH_IMD_KEY, QKV_KEY = "block", "attn", "patch_imd", "qkv"
+    KEY_LIST = [BLOCK_KEY, ATTN_KEY, PATCH_IMD_KEY, QKV_KEY]
+
+    def __init__(self, model):
+        self.model = model.eval()
+        self.hook_handlers = []
+        self.layers_dict, self.outputs_dict = {}, {}
+        self._init_hooks_data()
+
+    def _init_hooks_data(self):
+        for key in self.KEY_LIST:
+            self.layers_dict[key] = list(range(len(self.model.blocks)))
+            self.outputs_dict[key] = []
+
+    def _register_hooks(self):
+        for block_idx, block in enumerate(self.model.blocks):
+            if block_idx in self.layers_dict[self.BLOCK_KEY]:
+                self.hook_handlers.append(block.register_forward_hook(self._get_hook(self.BLOCK_KEY)))
+            if block_idx in self.layers_dict[self.ATTN_KEY]:
+                self.hook_handlers.append(block.attn.attn_drop.register_forward_hook(self._get_hook(self.ATTN_KEY)))
+            if block_idx in self.layers_dict[self.QKV_KEY]:
+                self.hook_handlers.append(block.attn.qkv.register_forward_hook(self._get_hook(self.QKV_KEY)))
+            if block_idx in self.layers_dict[self.PATCH_IMD_KEY]:
+                self.hook_handlers.append(block.attn.register_forward_hook(self._get_hook(self.PATCH_IMD_KEY, 0)))
+
+    def _clear_hooks(self):
+        for handler in self.hook_handlers:  # LEAK: removes the hooks but keeps every handle; the list is never emptied
+            handler.remove()
+
+    def _get_hook(self, key, index=None):
+        def _get_output(model, inp, output):
+            self.outputs_dict[key].append(output if index is None else output[index])
+        return _get_output
+
+    def _features(self, input_img, key):
+        self._register_hooks()
+        self.model(input_img)
+        feature = self.outputs_dict[key]
+        self._clear_hooks()
+        self._init_hooks_data()
+        return feature
+
+    def get_feature_from_input(self, input_img):
+        return self._features(input_img, self.BLOCK_KEY)
+
+    def get_keys_self_sim_from_input(self, input_img, layer_num):
+        qkv = self._features(input_img, self.QKV_KEY)[layer_num]  # (1, N, 3 * dim)
+        keys = qkv.reshape(qkv.shape[1], 3, -1)[:, 1]
+        keys = nn.functional.normalize(keys, dim=-1)
+        return keys @ keys.t()
+
+
+def vit_extractor_removed_hook_handles_pile_up(device):
+    torch.manual_seed(0)
+    vit = _r232_DinoViT().to(device)
+    for p in vit.parameters():
+        p.requires_grad_(False)
+    extractor = _r232_VitExtractor(vit)
+    generator = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 3, 3, padding=1)).to(device)
+    opt = torch.optim.Adam(generator.parameters(), lr=2e-3)
+    gen = torch.Generator().manual_seed(135)
+    structure_img = torch.rand(1, 3, 32, 32, generator=gen).to(device)
+    appearance_img = torch.rand(1, 3, 32, 32, generator=gen).to(device)
+
+    def step():  # one Splice-style generator step: structure (keys self-similarity) + appearance (CLS token) losses
+        out = torch.sigmoid(generator(structure_img))
+        with torch.no_grad():
+            target_keys_self_sim = extractor.get_keys_self_sim_from_input(structure_img, layer_num=-1)
+            target_cls_token = extractor.get_feature_from_input(appearance_img)[-1][0, 0, :]
+        keys_ssim = extractor.get_keys_self_sim_from_input(out, layer_num=-1)
+        cls_token = extractor.get_feature_from_input(out)[-1][0, 0, :]
+        loss = nn.functional.mse_loss(keys_ssim, target_keys_self_sim) + nn.functional.mse_loss(cls_token, target_cls_token)
+        _update(opt, loss)
+        return {"loss": loss.item(), "hook_handlers": len(extractor.hook_handlers)}
+
+    return step
+
+
+# Round 23, h3.
+# Imports this fragment needs: none beyond those fresh_steps.py already has (array, collections, itertools,
+# os, struct, subprocess, sys, tempfile, threading, torch, nn, DataLoader, TensorDataset, box_iou).
+
+
+# https://github.com/ultralytics/ultralytics/issues/6690 ("Memory leak when running val function on TensorRT model",
+# closed as stale)
+# Seen: `model.val(data=...)` on a YOLOv8 model "the RAM memory consumption is constantly increasing and very soon the
+# machine is run out of memory"; the reporter traced it to DetectionValidator.update_metrics, which appends to
+# `self.stats`, per image, `(correct_bboxes, pred[:, 4], pred[:, 5], cls.squeeze(-1))`: "the tensors from the Gpu are
+# not released" until the end of validation.
+# Fix: the reporter's, not merged (the issue went stale): append `.detach().cpu().numpy().copy()` of each of the four
+# (host copies of just those columns), and concatenate numpy arrays in get_stats. Not measured there.
+# Here each step is one validation batch of 8 images through a tiny detector head; the "NMS" keeps the top
+# max_det=300 boxes of each image as a fresh (300, 6) tensor, and the validator keeps, per image, the matched-IoU
+# table and the conf/cls columns `pred[:, 4]`, `pred[:, 5]` (views that keep each image's whole prediction tensor)
+# until get_stats() at the end of the 625-batch validation set. ENTRY view_keeps_base: most of what each kept tuple
+# holds is the base of the two column views, and the fix copies just the columns (the list still grows by design
+# until the validation ends, as the reporter's fix leaves it).
+class _r233_DetectionValidator:
+    """ultralytics' DetectionValidator in miniature: init_metrics / update_metrics / get_stats."""
+
+    def __init__(self, nc, device):
+        self.nc, self.device = nc, device
+        self.iouv = torch.linspace(0.5, 0.95, 10, device=device)  # IoU thresholds for mAP@0.5:0.95
+        self.stats, self.seen = [], 0
+
+    def init_metrics(self):
+        self.stats, self.seen = [], 0
+
+    def _process_batch(self, detections, gt_bboxes, gt_cls):
+        iou = box_iou(gt_bboxes, detections[:, :4])  # (n_labels, n_pred)
+        correct_class = gt_cls[:, None] == detections[:, 5]
+        iou = iou * correct_class
+        best = iou.max(0).values  # the best label IoU of each prediction
+        return best[:, None] >= self.iouv[None]  # (n_pred, 10) bool
+
+    def update_metrics(self, preds, batch):
+        for si, pred in enumerate(preds):
+            idx = batch["batch_idx"] == si
+            cls, bbox = batch["cls"][idx], batch["bboxes"][idx]
+            self.seen += 1
+            correct_bboxes = self._process_batch(pred, bbox, cls.squeeze(-1))
+            self.stats.append((correct_bboxes, pred[:, 4], pred[:, 5], cls.squeeze(-1)))  # LEAK: conf/cls are views of pred: every image's (300, 6) predictions stay until get_stats
+
+    def get_stats(self):
+        stats = [torch.cat(x, 0) for x in zip(*self.stats, strict=True)]
+        tp, conf, _, _ = stats
+        order = conf.argsort(descending=True)
+        precision50 = float(tp[order, 0].float().cumsum(0)[-1] / max(len(order), 1))
+        self.init_metrics()
+        return {"precision50": precision50}
+
+
+def yolo_val_stats_keep_prediction_columns(device):
+    torch.manual_seed(0)
+    nc, max_det, imgsz = 4, 300, 64
+    head = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.SiLU(),
+                         nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.SiLU(),
+                         nn.Conv2d(16, 4 * (4 + nc), 1)).to(device).eval()  # 16x16 cells x 4 anchors = 1024 boxes
+    validator = _r233_DetectionValidator(nc, device)
+    gen = torch.Generator().manual_seed(6690)
+    batches = itertools.count(1)
+
+    def non_max_suppression(raw):  # top max_det by confidence (the real NMS also drops overlaps)
+        b = raw.shape[0]
+        raw = raw.view(b, 4, 4 + nc, -1).permute(0, 3, 1, 2).reshape(b, -1, 4 + nc)
+        xy = raw[..., :2].sigmoid() * imgsz
+        wh = raw[..., 2:4].sigmoid() * 24 + 4
+        boxes = torch.cat([xy - wh / 2, xy + wh / 2], -1)
+        conf, cls = raw[..., 4:].sigmoid().max(-1)
+        out = []
+        for i in range(b):
+            top = conf[i].topk(max_det).indices
+            out.append(torch.cat([boxes[i, top], conf[i, top, None], cls[i, top, None].float()], 1))  # (300, 6)
+        return out
+
+    def step():  # one validation batch; the validation set is 625 batches of 8
+        imgs = torch.rand(8, 3, imgsz, imgsz, generator=gen).to(device)
+        n_lab = 3
+        xy = torch.rand(8 * n_lab, 2, generator=gen) * 48
+        wh = torch.rand(8 * n_lab, 2, generator=gen) * 16 + 4
+        batch = {"batch_idx": torch.arange(8).repeat_interleave(n_lab).to(device),
+                 "cls": torch.randint(0, nc, (8 * n_lab, 1), generator=gen).float().to(device),
+                 "bboxes": torch.cat([xy, xy + wh], 1).to(device)}
+        with torch.no_grad():
+            preds = non_max_suppression(head(imgs))
+        validator.update_metrics(preds, batch)
+        if next(batches) % 625 == 0:
+            return validator.get_stats()
+        return {"images_seen": validator.seen, "stats_kept": len(validator.stats)}
+
+    return step
+
+
+# https://github.com/pyro-ppl/pyro/issues/798 ("Memory leak due to cyclic references in Trace", closed; fixed by
+# pyro-ppl/pyro#801, merged, and at the source by networkx/networkx#3014 for networkx/networkx#2885)
+# Seen: "memory growth when using Pyro": "we tracked the number of non-garbage-collected objects during SVI
+# inference. We found that objects grow over iterations but are occasionally collected", "among the amassing objects
+# were Variables and Pyro Trace objects"; a Trace subclassed networkx 2.0's DiGraph, whose graph objects referenced
+# themselves (`G.root_graph = G`, and views cached in the graph's __dict__ that point back at the graph).
+# Fix (merged, #801, confirmed by the reporter: "my garbage collection calls now safely report unique counts of
+# Variables and memory consumption is constant across training"): Trace wraps the DiGraph and clears the graph's
+# __dict__ in `Trace.__del__`, which breaks the cycle when reference counting drops the trace; networkx#3014 later
+# removed the cyclic reference itself (so pyro#1191 went back to subclassing).
+# Here each step is one SVI step of an amortized VAE-style model: the guide is traced, the model replayed against the
+# guide trace, the ELBO computed from both traces' log-probs; each trace (a DiGraph subclass with `root_graph = self`
+# and a cached node view) holds its sites' values, distributions and log-prob tensors and is freed only by the collector.
+class _r233_NodeView:
+    """networkx 2.0's NodeView: keeps the graph it views."""
+
+    def __init__(self, graph):
+        self._graph, self._nodes = graph, graph._node
+
+    def items(self):
+        return self._nodes.items()
+
+    def __getitem__(self, name):
+        return self._nodes[name]
+
+
+class _r233_DiGraph:
+    """networkx 2.0's DiGraph, the parts Trace used."""
+
+    def __init__(self):
+        self.graph, self._node, self._adj, self._pred = {}, collections.OrderedDict(), {}, {}
+        self._succ = self._adj
+        self.root_graph = self  # LEAK: networkx 2.0 -- the graph refers to itself (removed in networkx#3014)
+
+    @property
+    def nodes(self):
+        nodes = _r233_NodeView(self)
+        self.__dict__["nodes"] = nodes  # cached view -> graph -> __dict__ -> view: a second cycle
+        return nodes
+
+    def add_node(self, name, **attr):
+        self._node[name] = attr
+        self._adj.setdefault(name, {})
+        self._pred.setdefault(name, {})
+
+    def add_edge(self, u, v):
+        self._adj[u][v] = {}
+        self._pred[v][u] = {}
+
+
+class _r233_Trace(_r233_DiGraph):
+    """pyro.poutine.Trace (0.1.x): a DiGraph of sample sites."""
+
+    def add_site(self, name, fn, value, is_observed=False):
+        self.add_node(name, type="sample", fn=fn, value=value, is_observed=is_observed)
+
+    def log_prob_sum(self):
+        total = 0.0
+        for _, site in self.nodes.items():
+            site["log_prob"] = site["fn"].log_prob(site["value"])  # kept on the site, as Trace.compute_log_prob does
+            total = total + site["log_prob"].sum()
+        return total
+
+
+def svi_trace_graph_cycles(device):
+    torch.manual_seed(0)
+    x_dim, z_dim, batch = 64, 32, 256
+    encoder = nn.Sequential(nn.Linear(x_dim, 128), nn.Tanh(), nn.Linear(128, 2 * z_dim)).to(device)
+    decoder = nn.Sequential(nn.Linear(z_dim, 128), nn.Tanh(), nn.Linear(128, x_dim)).to(device)
+    opt = torch.optim.Adam(list(encoder.parameters()) + list(decoder.parameters()), lr=1e-3)
+    gen = torch.Generator().manual_seed(798)
+    data = torch.randn(4096, x_dim, generator=gen)
+    Normal = torch.distributions.Normal
+
+    def guide(x):  # amortized q(z | x), traced
+        tr = _r233_Trace()
+        loc, log_scale = encoder(x).chunk(2, -1)
+        q = Normal(loc, log_scale.exp())
+        tr.add_site("z", q, q.rsample())
+        return tr
+
+    def model(x, guide_trace):  # p(z) p(x | z), replayed against the guide's z
+        tr = _r233_Trace()
+        z = guide_trace.nodes["z"]["value"]
+        tr.add_site("z", Normal(torch.zeros_like(z), torch.ones_like(z)), z)
+        tr.add_site("obs", Normal(decoder(z), 1.0), x, is_observed=True)
+        tr.add_edge("z", "obs")
+        return tr
+
+    def step():  # one SVI step: Trace_ELBO over a minibatch
+        idx = torch.randint(0, len(data), (batch,), generator=gen)
+        x = data[idx].to(device)
+        guide_trace = guide(x)
+        model_trace = model(x, guide_trace)
+        elbo = model_trace.log_prob_sum() - guide_trace.log_prob_sum()
+        loss = -elbo / batch
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/NotPunchnox/rkllama/pull/144 ("Fix worker lifecycle bugs causing NPU memory leaks", merged)
+# Seen: rkllama (an Ollama-like server running LLMs on Rockchip NPUs, one worker process per loaded model) "can leak
+# NPU memory until the host is rebooted": worker processes "outlive their usefulness, holding NPU memory the user can't
+# reclaim". Bug 2 of four: "Race condition spawns duplicate workers -- add_worker() has a TOCTOU race: concurrent
+# requests for the same model all pass the `if model_name not in` check", each starts a worker, and only the last
+# stays in the registry; the others are never stopped.
+# Fix (merged, measured there: "after applying all four fixes memory usage is stable across restarts, crashes, and
+# concurrent load patterns"): a lock around the check-and-spawn in add_worker (plus join timeouts, SIGKILL fallback
+# and closing the pipe in stop_worker for the other bugs).
+# Here the model's keep-alive expires every step (the TTL monitor unloads it), then two concurrent requests arrive
+# for it; both pass the check while the worker loads (a barrier stands in for the seconds RKLLM takes to load), so
+# two worker processes start (small interpreters; each allocates the model's 512 KiB and serves a pipe), the registry
+# keeps the second, and the first is orphaned: one more child process, with its model memory, per step.
+# ENTRY None: the catalog's process entries are about what a child receives or inherits and how it is started;
+# none has duplicate helpers from an unlocked check-then-spawn, fixed by a lock (the threads entry is about threads).
+_r233_WORKER_CODE = (  # the worker: a small interpreter holding the model, serving requests from a pipe
+    "import os, select, sys\n"
+    "weights = bytearray(int(sys.argv[1]))\n"  # the model loaded onto the NPU (here: the worker's own memory)
+    "for i in range(0, len(weights), 4096): weights[i] = 1\n"
+    "requests, server = os.fdopen(int(sys.argv[2]), 'r'), os.getppid()\n"
+    "sys.stdout.write('ready\\n'); sys.stdout.flush()\n"
+    "while True:\n"  # an orphan waits here for good: it holds the write end too (inherited), so no EOF comes
+    "    if not select.select([requests], [], [], 1.0)[0]:\n"
+    "        if os.getppid() != server: break\n"  # exits with the server, as rkllama's daemon workers do
+    "        continue\n"
+    "    line = requests.readline()\n"
+    "    if not line.strip(): break\n"
+    "    sys.stdout.write(str(sum(weights[int(t) * 4096] for t in line.split())) + '\\n'); sys.stdout.flush()\n"
+)
+
+
+class _r233_WorkerManager:
+    """rkllama's worker manager: one process per loaded model, found by name."""
+
+    def __init__(self, model_bytes):
+        self.workers = {}  # model name -> (process, request pipe)
+        self.model_bytes = model_bytes
+        self._loading = threading.Barrier(2)  # stands in for the load time: both requests are past the check
+
+    def add_worker(self, model_name):
+        if model_name not in self.workers:  # LEAK: check-then-spawn without a lock: concurrent requests both spawn
+            self._loading.wait(timeout=10)
+            r, w = os.pipe()  # the request queue; the worker inherits both ends, as a forked worker does
+            proc = subprocess.Popen([sys.executable, "-S", "-I", "-c", _r233_WORKER_CODE, str(self.model_bytes), str(r)],
+                                    pass_fds=(r, w), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+            os.close(r)
+            requests = os.fdopen(w, "w")
+            proc.stdout.readline()  # "ready": the model is loaded
+            self.workers[model_name] = (proc, requests)  # the later one overwrites the earlier: that worker is orphaned
+        return self.workers[model_name]
+
+    def stop_worker(self, model_name):  # the TTL monitor's unload of an expired model
+        entry = self.workers.pop(model_name, None)
+        if entry is not None:
+            proc, requests = entry
+            requests.write("\n")
+            requests.flush()
+            proc.wait(timeout=10)
+            requests.close()
+            proc.stdout.close()
+
+
+def llm_worker_race_spawns_duplicate_workers(device):
+    torch.manual_seed(0)
+    manager = _r233_WorkerManager(model_bytes=512 << 10)
+    embed = nn.Embedding(128, 16).to(device)  # the server-side prompt scorer (tokens -> ids)
+    gen = torch.Generator().manual_seed(144)
+    lock = threading.Lock()  # guards only the replies list
+
+    def handle_request(model_name, ids, replies):
+        proc, requests = manager.add_worker(model_name)
+        with lock:  # one request at a time on a worker's pipe
+            requests.write(" ".join(map(str, ids)) + "\n")
+            requests.flush()
+            replies.append(int(proc.stdout.readline()))
+
+    def step():  # keep-alive expired: unload; then two concurrent chat requests for the same model
+        manager.stop_worker("qwen2.5-1.5b")
+        replies = []
+        threads = []
+        for _ in range(2):
+            prompt = torch.randint(0, 128, (12,), generator=gen)
+            with torch.no_grad():
+                ids = embed(prompt.to(device)).abs().sum(-1).long().remainder(100).tolist()
+            t = threading.Thread(target=handle_request, args=("qwen2.5-1.5b", ids, replies), daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join(timeout=30)
+        return {"replies": float(sum(replies)), "registered_workers": len(manager.workers)}
+
+    step._r233_manager = manager
+    return step
+
+
+# https://github.com/NVIDIA/DALI/pull/3003 ("NemoAsrLoader: Close file handles after reading metadata", merged)
+# Seen: DALI's NeMo ASR reader (the `nemo_asr` reader that feeds NeMo speech-recognition training) hit "a system error
+# in NemoAsrReader due to keeping too many files open at the same time" on large datasets: the loader opened each
+# manifest entry's audio file to read its metadata (length, sample rate) and kept that decoder, with its open file,
+# in the entry until the sample was decoded.
+# Fix (merged): "Changed NemoAsrLoader to close audio file handles after reading metadata, then open them again in
+# the prefetching thread when decoding." Not measured in the PR beyond CI.
+# Here the loader reads the manifest lazily, a batch of 8 new entries per step: for each it opens the WAV file,
+# parses the header (channels, rate, frames) and keeps the open file in the entry (for the decoder to read the
+# samples from, and for later epochs); the batch is decoded from those handles into log-spectra for a small
+# speech-command classifier. Every new entry is one more open descriptor; 2048 short utterances lie in a temporary
+# directory the factory owns.
+class _r233_AsrSample:
+    def __init__(self, audio_filepath, text, duration):
+        self.audio_filepath, self.text, self.duration = audio_filepath, text, duration
+        self.decoder = None  # (file, header) kept from the metadata read
+        self.n_frames = self.rate = 0
+
+
+class _r233_NemoAsrLoader:
+    """DALI's NemoAsrLoader in miniature: manifest entries, metadata read on first sight, decoding from the entry."""
+
+    def __init__(self, manifest, batch_size):
+        self.manifest, self.batch_size = manifest, batch_size
+        self.entries, self._next = [], 0
+
+    def _read_metadata(self, sample):
+        f = open(sample.audio_filepath, "rb")  # LEAK: kept open in the entry after the header is read
+        riff, _, wave_id = struct.unpack("<4sI4s", f.read(12))
+        assert riff == b"RIFF" and wave_id == b"WAVE"
+        _, _, _, channels, rate, _, _, bits = struct.unpack("<4sIHHIIHH", f.read(24))
+        _, data_bytes = struct.unpack("<4sI", f.read(8))
+        sample.rate, sample.n_frames = rate, data_bytes // (channels * bits // 8)
+        sample.decoder = f
+
+    def _decode(self, sample):
+        f = sample.decoder
+        f.seek(44)
+        pcm = torch.frombuffer(bytearray(f.read(sample.n_frames * 2)), dtype=torch.int16)
+        return pcm.float() / 32768.0
+
+    def next_batch(self):
+        batch = []
+        for _ in range(self.batch_size):
+            path, text, duration = self.manifest[self._next % len(self.manifest)]
+            self._next += 1
+            sample = _r233_AsrSample(path, text, duration)
+            self._read_metadata(sample)
+            self.entries.append(sample)
+            batch.append(sample)
+        return [self._decode(s) for s in batch], [s.text for s in batch]
+
+
+def asr_manifest_audio_handles_kept_open(device):
+    tmp = tempfile.TemporaryDirectory(prefix="r233_asr_")
+    gen = torch.Generator().manual_seed(3003)
+    words = ["yes", "no", "up", "down", "left", "right", "stop", "go"]
+    manifest = []
+    for i in range(2048):
+        n = 1600 + int(torch.randint(0, 1600, (1,), generator=gen))  # 0.1 to 0.2 s at 16 kHz
+        pcm = (torch.randn(n, generator=gen) * 3000).clamp(-32768, 32767).to(torch.int16)
+        path = os.path.join(tmp.name, f"utt_{i:05d}.wav")
+        with open(path, "wb") as f:
+            f.write(struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + 2 * n, b"WAVE", b"fmt ", 16, 1, 1, 16000,
+                                32000, 2, 16, b"data", 2 * n))
+            f.write(array.array("h", pcm.tolist()).tobytes())
+        manifest.append((path, words[i % len(words)], n / 16000))
+    loader = _r233_NemoAsrLoader(manifest, batch_size=8)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv1d(65, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(),
+                          nn.Linear(64, len(words))).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    window = torch.hann_window(128)
+
+    def step():  # one training batch of 8 utterances
+        audio, texts = loader.next_batch()
+        feats = []
+        for a in audio:
+            spec = torch.stft(a[:1600], 128, hop_length=64, window=window, return_complex=True).abs()
+            feats.append((spec + 1e-5).log())
+        x = torch.stack(feats).to(device)
+        y = torch.tensor([words.index(t) for t in texts], device=device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        _update(opt, loss)
+        return {"loss": loss.item(), "entries": len(loader.entries)}
+
+    step._r233_tmp = tmp
+    return step
+
+
+# https://github.com/huggingface/accelerate/pull/3391 ("[`memory leak`] Replace GradientState -> DataLoader reference
+# with weakrefs", open)
+# Seen: "After preparing a dataloader and starting to use it, the `DataLoaderShard` and underlying `GradientState`
+# *cannot* be cleaned up by the garbage collection, even if some class instance (e.g. a `Trainer`) which called
+# `self.dataloader = self.accelerator.prepare(dataloader)` is deleted": GradientState is a Borg whose state dict is
+# shared class-wide, and a DataLoaderShard registers itself there (`_add_dataloader`) when iteration starts and
+# unregisters only when its iteration runs to the end; a loop that stops early leaves it in `dataloader_references`.
+# Fix (the PR, open when found; measured by the author with gc.get_objects(): the DataLoaderShard instances go away):
+# GradientState keeps weak references (`weakref.ref`) to the dataloaders.
+# Here each step is one trial of a hyperparameter search: a trainer builds an Accelerator, prepares a DataLoader over
+# the trial's freshly sampled training subset, trains max_steps=4 batches (so the epoch never finishes), and is
+# deleted; the Borg state still holds the trial's DataLoaderShard, and with it the subset's tensors.
+# ENTRY None: no catalog entry has a library's shared (class-level) state that keeps the dataloaders of unfinished
+# iterations, fixed by weak references; the registry entries keep models or optimizers, and their fixes drop the
+# reference before building a successor, which the user cannot do here (the reference is inside the library).
+class _r233_GradientState:
+    """accelerate's GradientState: a Borg, every instance shares one state dict."""
+
+    _shared_state = {}
+
+    def __init__(self):
+        self.__dict__ = self._shared_state
+        if not self.__dict__.get("initialized"):
+            self.active_dataloader = None
+            self.dataloader_references = [None]
+            self.initialized = True
+
+    def _add_dataloader(self, dataloader):
+        self.active_dataloader = dataloader
+        self.dataloader_references.append(self.active_dataloader)  # LEAK: strong reference in class-wide state
+
+    def _remove_dataloader(self, dataloader):
+        self.dataloader_references.remove(dataloader)
+        self.active_dataloader = self.dataloader_references[-1]
+
+
+class _r233_DataLoaderShard:
+    """accelerate's DataLoaderShard: registers with GradientState for the length of an iteration."""
+
+    def __init__(self, base_dataloader):
+        self.base_dataloader = base_dataloader
+        self.gradient_state = _r233_GradientState()
+        self.iteration = 0
+
+    def __iter__(self):
+        self.gradient_state._add_dataloader(self)  # begin()
+        yield from self.base_dataloader
+        self.iteration += 1
+        self.gradient_state._remove_dataloader(self)  # end(): reached only when the iteration runs to the end
+
+
+class _r233_Accelerator:
+    def __init__(self):
+        self.gradient_state = _r233_GradientState()
+
+    def prepare(self, dataloader):
+        return _r233_DataLoaderShard(dataloader)
+
+
+class _r233_Trainer:
+    def __init__(self, model, train_dataset, lr, max_steps):
+        self.accelerator = _r233_Accelerator()
+        self.model, self.max_steps = model, max_steps
+        self.opt = torch.optim.SGD(model.parameters(), lr=lr)
+        self.dataloader = self.accelerator.prepare(DataLoader(train_dataset, batch_size=64, shuffle=False))
+
+    def train(self):
+        losses = []
+        for step_idx, (x, y) in enumerate(self.dataloader):
+            loss = nn.functional.cross_entropy(self.model(x), y)
+            _update(self.opt, loss)
+            losses.append(loss.item())
+            if step_idx + 1 >= self.max_steps:
+                break  # max_steps reached inside the epoch: the shard's iteration never ends
+        return sum(losses) / len(losses)
+
+
+def gradient_state_keeps_trial_dataloaders(device):
+    gen = torch.Generator().manual_seed(3391)
+    pool_x = torch.randn(8192, 64, generator=gen)
+    pool_y = (pool_x[:, :8].sum(1) > 0).long()
+    trials = itertools.count()
+
+    def step():  # one hyperparameter-search trial
+        k = next(trials)
+        idx = torch.randperm(len(pool_x), generator=gen)[:1024]
+        subset = TensorDataset(pool_x[idx].to(device), pool_y[idx].to(device))  # the trial's training subset (copies)
+        torch.manual_seed(k)
+        model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 2)).to(device)
+        trainer = _r233_Trainer(model, subset, lr=10 ** (-1 - (k % 3)), max_steps=4)
+        loss = trainer.train()
+        del trainer, model
+        return {"loss": loss, "dataloader_references": len(_r233_GradientState().dataloader_references)}
+
+    return step
+
+
+# Round 23, h4.
+# Imports this fragment needs: none beyond fresh_steps.py's imports (atexit, collections, itertools,
+# math, multiprocessing, os, queue, signal, threading, time, torch, nn).
+
+
+# https://github.com/kc-ml2/SimpleDreamer/issues/7 ("Torch no grad", closed)
+# Seen: running the Dreamer agent, "the execution would raise the 'cuda out of memory' runtime error
+# without the torch.no_grad decorator" on Dreamer.environment_interaction(); with it "the memory is
+# stable at 21.92 GiB" (CarRacing). The maintainer: "I guess it is caused by non time limit (or
+# dynamic time limit) environment", and agreed with the fix.
+# Fix (the reporter's, measured there and accepted by the maintainer): decorate
+# environment_interaction() with @torch.no_grad().
+# Here one call is one pass of that `while not done` loop, on an environment with no time limit:
+# the RSSM's deterministic state (a GRU cell) and its posterior are recomputed from the previous
+# ones with autograd on, and the next observation's embedding comes from the encoder with autograd
+# on; the action is detached, as in the original, but the recurrent state is not, so every
+# environment step's GRU, MLP and encoder nodes (with their saved inputs) are chained to the next.
+class _r234_RSSM(nn.Module):
+    """SimpleDreamer's RSSM in miniature: recurrent (GRU) and representation models."""
+
+    def __init__(self, action_size, stochastic_size, deterministic_size, embedded_size, hidden_size):
+        super().__init__()
+        self.stochastic_size, self.deterministic_size = stochastic_size, deterministic_size
+        self.recurrent_input = nn.Sequential(nn.Linear(stochastic_size + action_size, hidden_size), nn.ELU())
+        self.recurrent = nn.GRUCell(hidden_size, deterministic_size)
+        self.representation = nn.Sequential(
+            nn.Linear(embedded_size + deterministic_size, hidden_size), nn.ELU(),
+            nn.Linear(hidden_size, 2 * stochastic_size),
+        )
+
+    def recurrent_model_input_init(self, batch_size, device):
+        return (torch.zeros(batch_size, self.stochastic_size, device=device),
+                torch.zeros(batch_size, self.deterministic_size, device=device))
+
+    def recurrent_model(self, state, action, deterministic):
+        return self.recurrent(self.recurrent_input(torch.cat((state, action), 1)), deterministic)
+
+    def representation_model(self, embedded_observation, deterministic, noise):
+        mean, std = self.representation(torch.cat((embedded_observation, deterministic), 1)).chunk(2, -1)
+        std = nn.functional.softplus(std) + 0.1
+        return (mean, std), mean + std * noise  # a reparameterised sample (rsample)
+
+
+class _r234_NoTimeLimitEnv:
+    """A point mass chasing a drifting target; like the reporter's env, no time limit: done stays False."""
+
+    def __init__(self, observation_size, action_size, seed):
+        self.gen = torch.Generator().manual_seed(seed)
+        self.observation_size, self.action_size = observation_size, action_size
+        self.projection = torch.randn(2 * action_size, observation_size, generator=self.gen) / math.sqrt(action_size)
+
+    def reset(self):
+        self.position = torch.zeros(self.action_size)
+        self.target = torch.randn(self.action_size, generator=self.gen)
+        return self._observation()
+
+    def _observation(self):
+        return torch.tanh(torch.cat((self.position, self.target)) @ self.projection).unsqueeze(0)
+
+    def step(self, action):
+        self.position = self.position + 0.05 * action
+        self.target = self.target + 0.01 * torch.randn(self.action_size, generator=self.gen)
+        reward = -float((self.position - self.target).norm())
+        return self._observation(), reward, False, {}
+
+
+def dreamer_interaction_state_keeps_graph(device):
+    torch.manual_seed(0)
+    observation_size, action_size = 64, 4
+    stochastic_size, deterministic_size, embedded_size, hidden_size = 32, 256, 256, 256
+    encoder = nn.Sequential(nn.Linear(observation_size, embedded_size), nn.ELU()).to(device)
+    rssm = _r234_RSSM(action_size, stochastic_size, deterministic_size, embedded_size, hidden_size).to(device)
+    actor = nn.Sequential(nn.Linear(stochastic_size + deterministic_size, hidden_size), nn.ELU(),
+                          nn.Linear(hidden_size, action_size), nn.Tanh()).to(device)
+    env = _r234_NoTimeLimitEnv(observation_size, action_size, seed=0)
+    noise_gen = torch.Generator().manual_seed(1)
+
+    # environment_interaction(): the start of an episode
+    posterior, deterministic = rssm.recurrent_model_input_init(1, device)
+    action = torch.zeros(1, action_size, device=device)
+    embedded_observation = encoder(env.reset().to(device))
+    score = 0.0
+
+    def step():  # one environment step of the episode (the episode never ends: no time limit)
+        nonlocal posterior, deterministic, action, embedded_observation, score
+        deterministic = rssm.recurrent_model(posterior, action, deterministic)  # LEAK: outside no_grad: chained to every earlier step's graph
+        embedded_observation = embedded_observation.reshape(1, -1)
+        noise = torch.randn(1, stochastic_size, generator=noise_gen).to(device)
+        _, posterior = rssm.representation_model(embedded_observation, deterministic, noise)
+        action = actor(torch.cat((posterior, deterministic), 1)).detach()
+        next_observation, reward, done, info = env.step(action.cpu()[0])
+        score += reward
+        embedded_observation = encoder(next_observation.to(device))
+        return {"reward": reward, "score": score}
+
+    return step
+
+
+# https://github.com/hsahovic/poke-env/pull/766 ("Resolve _battles memory leak in PokeEnv", merged)
+# Seen: "it resolves a long-standing memory leak when using the RL environment": every
+# PokeEnv.reset() starts a new battle (agent1.battle_against(agent2, n_battles=1)), and each of the
+# two players registers its side of it in Player._battles (battle tag -> battle). PokeEnv.close()
+# called reset_battles(), reset() did not, so a training run kept every battle it ever played,
+# with each battle's teams and message log, in both players.
+# Fix (merged, one line): reset() calls self.reset_battles() before challenging for the next battle.
+# Here one call is one short training episode of a small policy-gradient agent: env.reset(), then
+# steps until the battle is finished, then one REINFORCE update; the battles are simulated in
+# process (no showdown server), with poke-env's class and attribute names.
+class _r234_Pokemon:
+    def __init__(self, species, gen):
+        self.species = species
+        self.max_hp = 100 + int(torch.randint(0, 150, (1,), generator=gen))
+        self.current_hp = self.max_hp
+        self.moves = {f"move{j}": {"base_power": int(torch.randint(20, 120, (1,), generator=gen)), "pp": 16}
+                      for j in range(4)}
+        self.boosts = {stat: 0 for stat in ("atk", "def", "spa", "spd", "spe", "accuracy", "evasion")}
+        self.status = None
+
+    @property
+    def fainted(self):
+        return self.current_hp <= 0
+
+
+class _r234_Battle:
+    """AbstractBattle in outline: both teams, the turn, and the protocol messages seen so far."""
+
+    def __init__(self, battle_tag, username, gen):
+        self.battle_tag, self.player_username = battle_tag, username
+        self.team = {f"p1: mon{i}": _r234_Pokemon(f"species{int(torch.randint(0, 1000, (1,), generator=gen))}", gen)
+                     for i in range(6)}
+        self.opponent_team = {f"p2: mon{i}": _r234_Pokemon(f"species{int(torch.randint(0, 1000, (1,), generator=gen))}", gen)
+                              for i in range(6)}
+        self.turn, self.finished, self.won = 0, False, None
+        self._replay_data = []  # every protocol message received for this battle
+
+    @property
+    def active_pokemon(self):
+        return next(mon for mon in self.team.values() if not mon.fainted)
+
+    @property
+    def opponent_active_pokemon(self):
+        return next(mon for mon in self.opponent_team.values() if not mon.fainted)
+
+
+class _r234_Player:
+    def __init__(self, username):
+        self.username = username
+        self._battles = {}  # battle tag -> battle, as Player._battles
+
+    def _create_battle(self, battle_tag, gen):
+        battle = _r234_Battle(battle_tag, self.username, gen)
+        self._battles[battle_tag] = battle
+        return battle
+
+    def reset_battles(self):
+        for battle in list(self._battles.values()):
+            if not battle.finished:
+                raise OSError("Can not reset player's battles while they are still running")
+        self._battles = {}
+
+
+class _r234_PokeEnv:
+    """PokeEnv in outline: two players; reset() starts one battle between them."""
+
+    _battle_tags = itertools.count(1)
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.agent1, self.agent2 = _r234_Player("agent1"), _r234_Player("agent2")
+        self.battle1 = self.battle2 = None
+
+    def reset_battles(self):
+        self.agent1.reset_battles()
+        self.agent2.reset_battles()
+
+    def reset(self):
+        if self.battle1 is not None and not self.battle1.finished:
+            self.battle1.finished = self.battle2.finished = True  # forfeit
+        # LEAK: no self.reset_battles() here (close() has it): both players keep every finished battle
+        tag = f"battle-gen9randombattle-{next(self._battle_tags)}"
+        self.battle1 = self.agent1._create_battle(tag, self.gen)
+        self.battle2 = self.agent2._create_battle(tag, self.gen)
+        return self.embed_battle(self.battle1)
+
+    def embed_battle(self, battle):
+        mon, opponent = battle.active_pokemon, battle.opponent_active_pokemon
+        powers = [move["base_power"] / 100 for move in mon.moves.values()]
+        remaining = sum(not m.fainted for m in battle.team.values()) / 6
+        opponent_remaining = sum(not m.fainted for m in battle.opponent_team.values()) / 6
+        return torch.tensor([*powers, mon.current_hp / mon.max_hp, opponent.current_hp / opponent.max_hp,
+                             remaining, opponent_remaining])
+
+    def step(self, action):
+        battle, mirror = self.battle1, self.battle2
+        battle.turn += 1
+        mon, opponent = battle.active_pokemon, battle.opponent_active_pokemon
+        move_id = f"move{action}"
+        mon.moves[move_id]["pp"] -= 1
+        opponent.current_hp -= mon.moves[move_id]["base_power"]
+        reply = int(torch.randint(0, 4, (1,), generator=self.gen))
+        mon.current_hp -= opponent.moves[f"move{reply}"]["base_power"] // 2
+        for side in (battle, mirror):
+            side._replay_data += [f"|move|p1a: {mon.species}|{move_id}|p2a: {opponent.species}",
+                                  f"|-damage|p2a: {opponent.species}|{max(opponent.current_hp, 0)}/{opponent.max_hp}",
+                                  f"|move|p2a: {opponent.species}|move{reply}|p1a: {mon.species}",
+                                  f"|-damage|p1a: {mon.species}|{max(mon.current_hp, 0)}/{mon.max_hp}",
+                                  f"|turn|{battle.turn}"]
+        won = all(m.fainted for m in battle.opponent_team.values())
+        lost = all(m.fainted for m in battle.team.values())
+        if won or lost or battle.turn >= 8:
+            battle.finished = mirror.finished = True
+            battle.won = won
+        reward = 1.0 if won else (-1.0 if lost else 0.0)
+        observation = None if battle.finished else self.embed_battle(battle)
+        return observation, reward, battle.finished
+
+
+def poke_env_reset_keeps_every_battle(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    env = _r234_PokeEnv(gen)
+    policy = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 4)).to(device)
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+
+    def step():  # one episode: a battle from env.reset() to its end, then a policy-gradient update
+        observation = env.reset()
+        log_probs, rewards, done = [], [], False
+        while not done:
+            dist = torch.distributions.Categorical(logits=policy(observation.to(device)))
+            action = dist.sample()
+            log_probs.append(dist.log_prob(action))
+            observation, reward, done = env.step(int(action))
+            rewards.append(reward)
+        episode_return = sum(rewards)
+        loss = -episode_return * torch.stack(log_probs).sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"return": episode_return, "battles_kept": len(env.agent1._battles) + len(env.agent2._battles)}
+
+    return step
+
+
+# https://github.com/BasedHardware/omi/issues/6938 ("Pusher OOM: glibc malloc fragmentation — switch to
+# jemalloc", closed by BasedHardware/omi#6939, merged)
+# Seen: the pusher pods (they receive the wearable's audio over WebSockets, buffer and upload it)
+# hit their 4.5 GB limit, 173 OOM kills in 24 h, and "RSS still grows linearly until OOM" although
+# "0 bytearrays and 0 bytes objects" leaked: "malloc arena: ~580MB allocated from OS, actually
+# in-use: ~270MB", malloc_trim(0) gave back ~6 MB; "each WebSocket connection continuously
+# allocates → extends → copies → frees bytearray audio buffers. glibc's per-thread arenas fragment
+# under this high-churn pattern, and freed memory is never returned to the OS."
+# Fix (merged, #6939): LD_PRELOAD=libjemalloc.so.2 in the pusher and backend images (the other
+# remedies of this kind: cap the arenas, pin M_MMAP_THRESHOLD, malloc_trim).
+# Here four connection threads (one per open WebSocket, each allocating from its own glibc arena)
+# each take one round of 20 ms PCM frames: they extend the connection's bytearray, run the VAD's
+# energy over it, copy it to bytes for the upload and free both; a small record per upload stays in
+# a bounded deque for the status endpoint. Start-up freed one large buffer, which raised glibc's
+# mmap threshold, so the audio buffers come from the arenas; the audio buffered between uploads
+# grows a little every round (the conversation goes on), so no freed block fits the next buffer:
+# resident memory climbs round after round while the bytes in use stay flat.
+# What grows is memory freed but kept by glibc: resident (host_rss), not in use (host_heap).
+class _r234_Connection:
+    """One WebSocket connection of the pusher: a thread that handles its audio rounds in order."""
+
+    FRAME = 640  # 20 ms of 16 kHz PCM16
+
+    def __init__(self, uid, uploads):
+        self.uid, self.uploads = uid, uploads
+        self.jobs = queue.Queue()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            job, done = self.jobs.get()  # blocks between rounds: no spinning
+            done.put(job())
+
+    def receive_round(self, n_frames, seed):
+        gen = torch.Generator().manual_seed(seed)
+        frame = bytes(torch.randint(0, 256, (self.FRAME,), generator=gen, dtype=torch.uint8).tolist())
+        audio_buffer = bytearray()
+        for _ in range(n_frames):
+            audio_buffer.extend(frame)  # grows by realloc, block after block
+        pcm = torch.frombuffer(audio_buffer, dtype=torch.int16).float()
+        speech = float((pcm.abs() > 64).float().mean())  # the VAD's energy gate
+        del pcm
+        payload = bytes(audio_buffer)  # the copy that is uploaded
+        self.uploads.append({"uid": self.uid, "bytes": len(payload), "speech": speech})
+        del audio_buffer, payload  # LEAK: freed into this thread's arena; the next, longer buffer does not fit: glibc keeps the pages
+        return speech
+
+
+def pusher_audio_buffers_ratchet_thread_arenas(device):
+    torch.manual_seed(0)
+    vad = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1)).to(device).eval()
+    # Start-up decoded a 24 MiB model file and freed it: glibc's dynamic mmap threshold rose to
+    # that size, so later large buffers come from the heaps instead of their own mmap.
+    startup = bytearray(24 << 20)
+    del startup
+    uploads = collections.deque(maxlen=64)  # recent uploads, for the status endpoint: bounded
+    connections = [_r234_Connection(uid, uploads) for uid in range(4)]
+    rounds = itertools.count()
+
+    def step():  # one round: every open connection receives, buffers and uploads its audio
+        k = next(rounds)
+        n_frames = 400 + 8 * k  # the audio buffered between uploads grows as the conversations go on
+        done = queue.Queue()
+        for c in connections:
+            c.jobs.put((lambda c=c: c.receive_round(n_frames, seed=1000 * k + c.uid), done))
+        speech = torch.tensor([done.get(timeout=60) for _ in connections])
+        with torch.no_grad():
+            score = vad(speech.to(device)).item()
+        return {"speech": float(speech.mean()), "score": score}
+
+    return step
+
+
+# https://github.com/pytorch-ignite/code-generator/issues/86 ("Add new handler on each epoch ?", closed)
+# Seen: the maintainer on the image-classification template's main.py: "can you explain this code ? It
+# looks very weird !": the trainer's EPOCH_COMPLETED handler ran the evaluator and then called
+# evaluator.add_event_handler(Events.EPOCH_COMPLETED(every=1), log_metrics, tag="eval"), so every
+# training epoch added one more logging handler to the evaluator, never removed: after n epochs each
+# evaluation logs its metrics n times, and the evaluator's handler list grows for the whole run.
+# Fix (merged in pytorch-ignite/code-generator#85, "run log_metrics"): call log_metrics(evaluator,
+# "eval") once after evaluator.run() instead of registering a handler.
+# Here ignite's Engine, Events filters and add_event_handler are reduced to what the template uses;
+# one call is one (short) training epoch, whose EPOCH_COMPLETED handler runs the evaluation.
+class _r234_Event:
+    def __init__(self, name, event_filter=None):
+        self.name, self.filter = name, event_filter
+
+    def __call__(self, every=None, once=None):
+        return _r234_Event(self.name, lambda engine, count: (count % every == 0) if every else count == once)
+
+
+_r234_EPOCH_COMPLETED = _r234_Event("epoch_completed")
+_r234_ITERATION_COMPLETED = _r234_Event("iteration_completed")
+_r234_CONSOLE = collections.deque(maxlen=256)  # what log_metrics prints (stderr), last lines only
+
+
+class _r234_State:
+    def __init__(self):
+        self.epoch, self.iteration, self.output, self.metrics = 0, 0, None, {}
+
+
+class _r234_Engine:
+    def __init__(self, process_function):
+        self._process_function = process_function
+        self._event_handlers = collections.defaultdict(list)
+        self.state = _r234_State()
+
+    def add_event_handler(self, event, handler, *args, **kwargs):
+        if event.filter is not None:
+            event_filter = event.filter
+
+            def wrapper(engine, *a, **kw):  # ignite's _handler_wrapper
+                if event_filter(engine, engine.state.epoch if event.name == "epoch_completed" else engine.state.iteration):
+                    if handler.__code__.co_argcount == 0:  # ignite also accepts handlers without the engine
+                        return handler()
+                    return handler(engine, *a, **kw)
+
+            handler_to_call = wrapper
+        else:
+            handler_to_call = handler
+        self._event_handlers[event.name].append((handler_to_call, args, kwargs))
+        return (event.name, handler_to_call)  # the RemovableEventHandle (the template drops it)
+
+    def on(self, event, *args, **kwargs):
+        def decorator(f):
+            self.add_event_handler(event, f, *args, **kwargs)
+            return f
+        return decorator
+
+    def _fire_event(self, event):
+        for handler, args, kwargs in self._event_handlers[event.name]:
+            handler(self, *args, **kwargs)
+
+    def run(self, data, max_epochs=1):
+        for _ in range(max_epochs):
+            self.state.epoch += 1
+            for batch in data:
+                self.state.iteration += 1
+                self.state.output = self._process_function(self, batch)
+                self._fire_event(_r234_ITERATION_COMPLETED)
+            self._fire_event(_r234_EPOCH_COMPLETED)
+        return self.state
+
+
+def _r234_log_metrics(engine, tag):
+    metrics = " ".join(f"{k}: {v:.4f}" for k, v in engine.state.metrics.items())
+    _r234_CONSOLE.append(f"{tag} [{engine.state.epoch}/{engine.state.iteration}]: {metrics}")
+
+
+def ignite_eval_log_handler_added_every_epoch(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    train_data = [(torch.randn(16, 3, 16, 16, generator=gen), torch.randint(0, 10, (16,), generator=gen))
+                  for _ in range(2)]
+    eval_data = [(torch.randn(32, 3, 16, 16, generator=gen), torch.randint(0, 10, (32,), generator=gen))
+                 for _ in range(2)]
+
+    def train_function(engine, batch):
+        images, labels = (t.to(device) for t in batch)
+        loss = nn.functional.cross_entropy(model(images), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    def evaluate_function(engine, batch):
+        images, labels = (t.to(device) for t in batch)
+        with torch.no_grad():
+            correct = (model(images).argmax(1) == labels).float().mean().item()
+        engine.state.metrics["accuracy"] = correct
+        return correct
+
+    trainer, evaluator = _r234_Engine(train_function), _r234_Engine(evaluate_function)
+
+    @trainer.on(_r234_EPOCH_COMPLETED(every=1))
+    def _():
+        evaluator.run(eval_data, max_epochs=1)
+        evaluator.add_event_handler(_r234_EPOCH_COMPLETED(every=1), _r234_log_metrics, tag="eval")  # LEAK: one more handler every epoch, never removed
+
+    def step():  # one training epoch (two batches here), then the evaluation its handler runs
+        state = trainer.run(train_data, max_epochs=1)
+        return {"loss": state.output, "eval_handlers": len(evaluator._event_handlers["epoch_completed"])}
+
+    return step
+
+
+# https://github.com/microsoft/retrochimera/pull/33 ("Fix process leak in rule application server", merged)
+# Seen: the template-based branch of RetroChimera applies reaction templates in a
+# RuleApplicationServer's worker processes; "template application may hang, and the corresponding
+# process has to be killed ... we kill hanging processes via terminate(), which sends a SIGTERM, but
+# in some cases a stubborn process can ignore this signal, and then the application server moves on,
+# causing a memory leak" (reported by a user; the PR adds a test with a worker that ignores SIGTERM).
+# Fix (merged): after terminate() and join(timeout), if the process is still alive, kill() it
+# (SIGKILL, which cannot be ignored), then join again.
+# Here a retrosynthesis step scores templates with a small network and applies the top ones through
+# the server; one template hangs on a symmetric molecule, the apply times out, and the server
+# restarts that worker: _finalize_server asks it to stop, join(timeout), terminate(), join(timeout),
+# close() fails (still running) and is logged, and a fresh worker is started. The hung worker runs a
+# Python SIGTERM handler (a graceful-stop flag it only checks between molecules), so SIGTERM does
+# not stop it: each step leaves one more worker process alive. Timeouts are scaled down to
+# milliseconds; a leftover worker exits on its own once this process is gone.
+# ENTRY None: no catalog entry leaves processes alive because terminate()'s SIGTERM is ignored; the
+# processes entries are about fork/spawn and what a child keeps, and dataloader_exception_workers
+# is about a DataLoader iterator's workers, whose fix (let the failed iterator die) is not this one
+# (escalate to kill()).
+_r234_RETRO_LOG = collections.deque(maxlen=64)  # the server's warnings, last lines only
+
+
+def _r234_rule_worker(rule_ids, connection, parent_pid):
+    stop_requested = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.append(signum))  # graceful stop, checked between molecules
+
+    def receive():
+        while not connection.poll(0.05):
+            if os.getppid() != parent_pid:  # the server's process is gone (this miniature's own tidiness)
+                os._exit(0)
+        return connection.recv()
+
+    receive()  # rule application kwargs
+    connection.send(None)  # "rulebase loaded"
+    while True:
+        request = receive()
+        if request is None or stop_requested:
+            break
+        smiles, ids = request
+        for rule_id in ids:
+            if rule_id % 7 == 3 and smiles.count("c") > 5:  # a symmetric template on an aromatic ring: rdkit's matcher hangs
+                while os.getppid() == parent_pid:
+                    time.sleep(0.05)  # stands in for the hung native match: the stop flag is never checked here
+                os._exit(0)
+            connection.send([f"{smiles}>>{rule_id}"])
+    connection.close()
+
+
+class _r234_RuleApplicationServer:
+    """retrochimera's RuleApplicationServer before #33, one worker, timeouts in milliseconds."""
+
+    def __init__(self, rule_ids, timeout=0.005, join_timeout=0.002):
+        self._ctx = multiprocessing.get_context("fork")
+        self.rule_ids, self.timeout, self.join_timeout = rule_ids, timeout, join_timeout
+        self._processes, self._connections = {}, {}
+        self._start_processes([0])
+        self._connections[0].recv()
+        self.leftovers = []  # only for this step's own cleanup at exit (see below)
+
+    def _start_processes(self, process_ids):
+        for process_id in process_ids:
+            parent_conn, child_conn = self._ctx.Pipe()
+            worker = self._ctx.Process(target=_r234_rule_worker, args=(self.rule_ids, child_conn, os.getpid()))
+            worker.start()
+            child_conn.close()
+            parent_conn.send({})
+            self._processes[process_id], self._connections[process_id] = worker, parent_conn
+
+    def _finalize_server(self, processes, connections):
+        for process_id in processes:
+            try:
+                connections[process_id].send(None)
+            except (ConnectionResetError, BrokenPipeError, OSError):
+                pass
+        for process_id in processes:
+            processes[process_id].join(timeout=self.join_timeout)
+            processes[process_id].terminate()  # LEAK: SIGTERM only; a worker that ignores it stays alive (no kill())
+        for process_id in processes:
+            processes[process_id].join(timeout=self.join_timeout)
+        for process_id in processes:
+            try:
+                processes[process_id].close()
+            except ValueError as e:
+                _r234_RETRO_LOG.append(f"Error trying to close a rule application process {process_id}: {e}")
+                self.leftovers.append(processes[process_id])
+            connections[process_id].close()
+
+    def _restart_process(self, process_id):
+        self._finalize_server({process_id: self._processes.pop(process_id)},
+                              {process_id: self._connections.pop(process_id)})
+        self._start_processes([process_id])
+        self._connections[process_id].recv()
+
+    def apply_rules(self, smiles, rule_ids):
+        self._connections[0].send((smiles, rule_ids))
+        results = []
+        for rule_id in rule_ids:
+            if self._connections[0].poll(self.timeout):
+                results.append(self._connections[0].recv())
+            else:
+                _r234_RETRO_LOG.append(f"Timed out waiting for process 0 (input: {smiles}, rule ID: {rule_id})")
+                self._restart_process(0)
+                results.append([])
+                remaining = rule_ids[rule_ids.index(rule_id) + 1:]
+                if remaining:
+                    results.extend(self.apply_rules(smiles, remaining))
+                break
+        return results
+
+
+def _r234_kill_leftovers(server):
+    for process in [*server.leftovers, *server._processes.values()]:
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=1.0)
+
+
+def retro_template_workers_ignore_sigterm(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    n_rules = 64
+    scorer = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, n_rules)).to(device).eval()
+    server = _r234_RuleApplicationServer(list(range(n_rules)))
+    # Not part of the leak: kill what is left before multiprocessing's own exit handler joins it.
+    atexit.register(_r234_kill_leftovers, server)
+    products = itertools.count()
+
+    def step():  # one target molecule: score the templates, apply the top three through the server
+        fingerprint = (torch.rand(1, 128, generator=gen) > 0.8).float().to(device)
+        with torch.no_grad():
+            top = scorer(fingerprint).topk(3).indices[0].tolist()
+        top[0] = 7 * int(torch.randint(0, n_rules // 7, (1,), generator=gen)) + 3  # today's symmetric template
+        smiles = "c1ccccc1C(=O)N" + "C" * int(torch.randint(1, 6, (1,), generator=gen))
+        results = server.apply_rules(smiles, top)
+        for r in results:
+            for _ in r:
+                next(products)
+        return {"matched": sum(len(r) for r in results), "workers": len(multiprocessing.active_children())}
+
+    return step
+
+
+# Round 23, h5.
+# Imports this fragment needs: none beyond fresh_steps.py's (collections, ctypes, functools, gc, itertools, json,
+# struct, threading, weakref, torch, nn, checkpoint, DataLoader, Dataset, TensorDataset).
+
+
+# https://github.com/meta-pytorch/botorch/pull/1650 ("Don't use functools.lru_cache on methods", closed; landed as
+# commit 7e1350b "Don't use functools.lru_cache on methods (#1650)", reviewed by Balandat)
+# Seen: FullyBayesianPosterior (the posterior of SAASBO's fully Bayesian GP) decorated `mixture_mean` and
+# `mixture_variance` with `@property @lru_cache(maxsize=None)` and `quantile` with `@lru_cache(maxsize=None)`:
+# "It can cause memory leaks" (flake8-bugbear B019): the cache lives on the class and keys on `self`, so every
+# posterior ever asked for its mixture mean stays alive with its distribution, and a new posterior is made by every
+# `model.posterior(X)` call, so the cache never hits twice across calls and is never bounded.
+# Fix (landed): per-instance caching (`self._mixture_mean`, `self._mixture_variance` filled on first use, and a
+# closure-level cache for `quantile` made in `__init__`), so the cached values die with their posterior.
+# Here a fitted SAAS-style GP (16 MCMC hyperparameter samples, 48 observations) serves predictions: each step asks
+# `model.posterior(X)` for 64 new candidates and reads `mixture_mean` / `mixture_variance` to rank them by UCB, as
+# a BO loop or a prediction report does. Every posterior (its 16 x 64 x 64 covariance) stays in the class cache.
+_r235_MCMC_DIM = -3
+
+
+class _r235_MultivariateNormal:
+    """gpytorch's MultivariateNormal, reduced to what the posterior reads."""
+
+    def __init__(self, mean, covariance_matrix):
+        self.mean = mean
+        self.covariance_matrix = covariance_matrix
+
+    @property
+    def variance(self):
+        return self.covariance_matrix.diagonal(dim1=-2, dim2=-1).clamp_min(1e-9)
+
+
+class _r235_GPyTorchPosterior:
+    def __init__(self, distribution):
+        self.distribution = distribution
+        self._is_mt = False
+
+    @property
+    def mean(self):
+        return self.distribution.mean.unsqueeze(-1)
+
+    @property
+    def variance(self):
+        return self.distribution.variance.unsqueeze(-1)
+
+
+class _r235_FullyBayesianPosterior(_r235_GPyTorchPosterior):
+    """botorch.posteriors.fully_bayesian.FullyBayesianPosterior before #1650."""
+
+    def __init__(self, distribution):
+        super().__init__(distribution=distribution)
+        self._mean = distribution.mean.unsqueeze(-1)
+        self._variance = distribution.variance.unsqueeze(-1)
+
+    @property
+    @functools.lru_cache(maxsize=None)  # LEAK: a class-level cache keyed on self: every posterior (and its covariance) is kept  # noqa: B019, UP033
+    def mixture_mean(self):
+        return self._mean.mean(dim=_r235_MCMC_DIM)
+
+    @property
+    @functools.lru_cache(maxsize=None)  # LEAK: the same, for the variance  # noqa: B019, UP033
+    def mixture_variance(self):
+        num_mcmc_samples = self.mean.shape[_r235_MCMC_DIM]
+        t1 = self._variance.sum(dim=_r235_MCMC_DIM) / num_mcmc_samples
+        t2 = self._mean.pow(2).sum(dim=_r235_MCMC_DIM) / num_mcmc_samples
+        t3 = -(self._mean.sum(dim=_r235_MCMC_DIM) / num_mcmc_samples).pow(2)
+        return t1 + t2 + t3
+
+
+class _r235_SaasFullyBayesianSingleTaskGP:
+    """A fully Bayesian GP after NUTS: one RBF GP per MCMC sample of (lengthscales, outputscale, noise, mean)."""
+
+    def __init__(self, train_X, train_Y, num_mcmc, gen):
+        d, device = train_X.shape[-1], train_X.device
+        self.train_X, self.train_Y = train_X, train_Y
+        self.lengthscale = (0.3 + torch.rand(num_mcmc, 1, d, generator=gen)).to(device)  # half-Cauchy draws in SAAS
+        self.outputscale = (0.5 + torch.rand(num_mcmc, 1, 1, generator=gen)).to(device)
+        self.noise = (1e-3 + 1e-2 * torch.rand(num_mcmc, 1, 1, generator=gen)).to(device)
+        self.mean_const = (0.1 * torch.randn(num_mcmc, 1, 1, generator=gen)).to(device)
+
+    def _kernel(self, a, b):
+        a, b = a.unsqueeze(0) / self.lengthscale, b.unsqueeze(0) / self.lengthscale
+        return self.outputscale * torch.exp(-0.5 * torch.cdist(a, b).pow(2))
+
+    @torch.no_grad()
+    def posterior(self, X):
+        k_train = self._kernel(self.train_X, self.train_X)
+        k_train = k_train + self.noise * torch.eye(len(self.train_X), device=self.train_X.device)
+        chol = torch.linalg.cholesky(k_train)
+        k_cross = self._kernel(self.train_X, X)  # num_mcmc x n x q
+        resid = (self.train_Y.T.unsqueeze(0) - self.mean_const).transpose(-1, -2)  # num_mcmc x n x 1
+        alpha = torch.cholesky_solve(resid, chol)
+        mean = self.mean_const.squeeze(-1) + (k_cross.transpose(-1, -2) @ alpha).squeeze(-1)  # num_mcmc x q
+        v = torch.cholesky_solve(k_cross, chol)
+        covar = self._kernel(X, X) - k_cross.transpose(-1, -2) @ v  # num_mcmc x q x q
+        return _r235_FullyBayesianPosterior(_r235_MultivariateNormal(mean, covar))
+
+
+def fully_bayesian_posterior_mixture_cache(device):
+    gen = torch.Generator().manual_seed(2351)
+    d, n, num_mcmc, q = 4, 48, 16, 64
+
+    def objective(X):  # a Branin-like test function on [0, 1]^4
+        return (torch.sin(6 * X[:, 0]) + (X[:, 1] - 0.3).pow(2) + 0.5 * X[:, 2] * X[:, 3]).unsqueeze(-1)
+
+    train_X = torch.rand(n, d, generator=gen).to(device)
+    model = _r235_SaasFullyBayesianSingleTaskGP(train_X, objective(train_X), num_mcmc, gen)
+
+    def step():  # rank 64 new candidates by UCB on the mixture of the 16 GPs
+        X = torch.rand(q, d, generator=gen).to(device)
+        posterior = model.posterior(X)
+        ucb = posterior.mixture_mean + 2.0 * posterior.mixture_variance.sqrt()
+        best = int(ucb.squeeze(-1).argmax())
+        err = (posterior.mixture_mean - objective(X)).pow(2).mean().sqrt()
+        return {"rmse": float(err), "best_ucb": float(ucb[best]),
+                "posteriors_cached": _r235_FullyBayesianPosterior.mixture_mean.fget.cache_info().currsize}
+
+    return step
+
+
+# https://github.com/facebookresearch/pytorch3d/issues/1646 ("Loading Co3D: When num_worker > 0, the memory will
+# continue to rise until it exceeds.", closed)
+# Seen: loading Co3D with PyTorch3D's dataset, "When num_worker = 0, there was no problem but slow"; with workers the
+# memory kept rising until it ran out. The maintainer: "this is a general question about pytorch dataloading memory
+# usage. There are many tricks but it isn't pytorch3d-specific", and closed it.
+# Fix: none in the thread; the general one it points to (pytorch/pytorch#13246): the JsonIndexDataset keeps every
+# frame's annotation as Python objects parsed from the JSON (a list of dicts of dataclasses of tuples of floats), and
+# forked workers that read them write their reference counts, so each page they touch is copied into the worker;
+# keep such metadata in tensors/arrays (or one encoded buffer) instead.
+# Here a JsonIndexDataset in miniature: 6000 frame annotations parsed from JSON (sequence name, image/depth/mask
+# annotations, the viewpoint's R, T, focal length and principal point as tuples of floats); __getitem__ reads one
+# and builds the frame's camera and a synthetic image; two forked workers feed a small view-regression model, one
+# batch of 32 random frames per step, from one long iterator.
+def _r235_frame_annotations_json(n_frames, gen):
+    vals = torch.rand(n_frames, 20, generator=gen).tolist()
+    frames = []
+    for i, v in enumerate(vals):
+        seq = f"{i // 100:03d}_{(i * 7919) % 100000:05d}_{(i * 104729) % 1000000:06d}"
+        frames.append({
+            "sequence_name": seq, "frame_number": i % 100, "frame_timestamp": v[0] * 10.0,
+            "image": {"path": f"teddybear/{seq}/images/frame{i % 100:06d}.jpg", "size": [800, 600]},
+            "depth": {"path": f"teddybear/{seq}/depths/frame{i % 100:06d}.jpg.geometric.png",
+                      "scale_adjustment": v[1], "mask_path": f"teddybear/{seq}/depth_masks/frame{i % 100:06d}.png"},
+            "mask": {"path": f"teddybear/{seq}/masks/frame{i % 100:06d}.png", "mass": v[2] * 1e5},
+            "viewpoint": {"R": [v[3:6], v[6:9], v[9:12]], "T": v[12:15], "focal_length": v[15:17],
+                          "principal_point": v[17:19], "intrinsics_format": "ndc_isotropic"},
+        })
+    return json.dumps(frames)
+
+
+class _r235_ViewpointAnnotation:
+    def __init__(self, R, T, focal_length, principal_point, intrinsics_format):
+        self.R = tuple(tuple(row) for row in R)
+        self.T = tuple(T)
+        self.focal_length = tuple(focal_length)
+        self.principal_point = tuple(principal_point)
+        self.intrinsics_format = intrinsics_format
+
+
+class _r235_FrameAnnotation:
+    def __init__(self, d):
+        self.sequence_name = d["sequence_name"]
+        self.frame_number = d["frame_number"]
+        self.frame_timestamp = d["frame_timestamp"]
+        self.image = d["image"]
+        self.depth = d["depth"]
+        self.mask = d["mask"]
+        self.viewpoint = _r235_ViewpointAnnotation(**d["viewpoint"])
+
+
+class _r235_JsonIndexDataset(Dataset):
+    """pytorch3d.implicitron's JsonIndexDataset in outline: frame_annots is a list of dicts of dataclasses."""
+
+    def __init__(self, frame_annotations_json, image_size=24):
+        parsed = json.loads(frame_annotations_json)
+        # LEAK: ~40 Python objects per frame; a forked worker reading one writes their refcounts and copies the pages
+        self.frame_annots = [{"frame_annotation": _r235_FrameAnnotation(d), "subset": "train"} for d in parsed]
+        self.image_size = image_size
+
+    def __len__(self):
+        return len(self.frame_annots)
+
+    def __getitem__(self, index):
+        entry = self.frame_annots[index]["frame_annotation"]
+        vp = entry.viewpoint
+        R = torch.tensor(vp.R)
+        T = torch.tensor(vp.T)
+        focal = torch.tensor(vp.focal_length)
+        gen = torch.Generator().manual_seed(entry.frame_number * 1000 + len(entry.sequence_name))
+        image = torch.rand(3, self.image_size, self.image_size, generator=gen) * entry.depth["scale_adjustment"]
+        camera = torch.cat([R.flatten(), T, focal])
+        return {"image_rgb": image, "camera": camera, "fg_probability": torch.tensor(entry.mask["mass"] / 1e5)}
+
+
+def co3d_frame_annotations_copied_by_workers(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2352)
+    dataset = _r235_JsonIndexDataset(_r235_frame_annotations_json(6000, gen))
+    loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2, multiprocessing_context="fork",
+                        generator=torch.Generator().manual_seed(0))
+    batches = iter(loader)  # one long pass; the workers live as long as this iterator
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 14)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():  # regress each frame's camera from its image
+        frame_data = next(batches)
+        pred = model(frame_data["image_rgb"].to(device))
+        loss = nn.functional.mse_loss(pred, frame_data["camera"].to(device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    step.loader_iterator = batches
+    return step
+
+
+# https://github.com/facebookresearch/fairscale/pull/424 ("[bug] use weakref in the wrapper", merged; found in
+# facebookresearch/fairscale#412, "[bug]: not all CUDA memory is freed when model is deleted", merged)
+# Seen: "My local test suggests that memory is not freed correctly when checkpoint_wrapper is used but on the other hand
+# freed correctly with pytorch's checkpoint() function"; the cause, in the merged comment: "a ref cycle: m -> m.forward
+# -> m. When such cycle exists, gc won't collect the module when the module is freed. That causes GPU memory to be
+# leaked."
+# Fix (merged, with a unit test that deletes a wrapped model and checks the memory comes back):
+# `module.forward = functools.partial(_checkpointed_forward, type(module).forward, weakref.ref(module), offload_to_cpu)`
+# instead of a partial over the bound method `module.forward`, so reference counting frees the module at once.
+# Here a small architecture sweep: each step builds one trial model whose blocks are wrapped with checkpoint_wrapper
+# (the pre-#424 form), trains it one step with Adam and drops it. Each trial's blocks, with their parameters and
+# gradients, are cyclic garbage that only the collector frees. The sweep driver turns automatic collection off while
+# trials run (as large training drivers do, collecting by hand at fixed points to keep step times even), so they stay;
+# with it on they pile up until the collector's next pass over their generation (a sawtooth of 2 to 10 trials here).
+# Changes the whole process: gc.disable().
+_r235_LIVE_TRIALS = weakref.WeakSet()
+
+
+def _r235_checkpointed_forward(original_forward, offload_to_cpu, *args, **kwargs):
+    # fairscale ran its own CheckpointFunction (optionally offloading the saved inputs to the CPU); torch's
+    # non-reentrant checkpoint does the same recomputation here
+    return checkpoint(original_forward, *args, use_reentrant=False, **kwargs)
+
+
+def _r235_checkpoint_wrapper(module, offload_to_cpu=False):
+    # LEAK: the partial keeps the bound method module.forward, which keeps module, whose __dict__ keeps the partial
+    module.forward = functools.partial(_r235_checkpointed_forward, module.forward, offload_to_cpu)
+    return module
+
+
+class _r235_TrialBlock(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(self.norm(x))))
+
+
+def checkpoint_wrapper_forward_partial_cycle(device):
+    gen = torch.Generator().manual_seed(2353)
+    hiddens = itertools.cycle([96, 128, 160])  # the sweep's width candidates
+    x = torch.randn(32, 64, generator=gen).to(device)
+    y = torch.randn(32, 64, generator=gen).to(device)
+    gc.collect()  # the driver frees its set-up's garbage before the sweep ...
+    gc.disable()  # ... and turns automatic collection off while the trials run
+
+    def step():  # one trial of the sweep: build, wrap, train one step, score
+        hidden = next(hiddens)
+        model = nn.Sequential(*[_r235_checkpoint_wrapper(_r235_TrialBlock(64, hidden)) for _ in range(2)]).to(device)
+        _r235_LIVE_TRIALS.update(model)  # the wrapped blocks (the Sequential itself is in no cycle)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loss = nn.functional.mse_loss(model(x), y)
+        _update(opt, loss)
+        return {"loss": loss.item(), "blocks_alive": len(_r235_LIVE_TRIALS)}
+
+    return step
+
+
+# https://github.com/pytorch/TensorRT/issues/375 ("🐛 [Bug] Memory leak in ConversionCtx::SerializeEngine()", closed;
+# fixed by pytorch/TensorRT#376, merged: "Fixes a memory leak where the IHostMemory container for the produced
+# serialized engine after conversion is not destructed properly")
+# Seen: "Using trtorch::CompileGraph many times will increase memory usage"; under Valgrind the cause was
+# ConversionCtx::SerializeEngine: "it seemed that the serialized_engine isn't released", and with the reporter's
+# patch "the memory leak no longer occurs".
+# Fix (merged): copy the serialized engine into the returned std::string, then destroy the IHostMemory.
+# Here the compile path in miniature, on the host: each step "compiles" the model being fine-tuned (as a loop that
+# re-exports a serving engine every N steps does): the builder serializes the weights into a native buffer (libc
+# malloc, standing in for TensorRT's IHostMemory), the context copies it into a bytes engine and never frees the
+# buffer; the engine is deserialized and runs a batch. No Python object refers to the native buffer.
+# No catalog entry: the memory is a native allocation that nothing in Python holds, so no reference can be dropped
+# and no collection frees it; only the library's missing destroy() would. Family: the nearest is an acquired handle
+# never released (like a descriptor never closed), though what grows is heap, not descriptors.
+_r235_LIBC = ctypes.CDLL(None)
+_r235_LIBC.malloc.restype = ctypes.c_void_p
+_r235_LIBC.malloc.argtypes = [ctypes.c_size_t]
+_r235_LIBC.free.argtypes = [ctypes.c_void_p]
+
+
+class _r235_IHostMemory:
+    """nvinfer1::IHostMemory: a native buffer the caller must destroy()."""
+
+    def __init__(self, payload):
+        self.size = len(payload)
+        self.ptr = _r235_LIBC.malloc(self.size)
+        ctypes.memmove(self.ptr, payload, self.size)
+
+    def data(self):
+        return self.ptr
+
+    def destroy(self):
+        _r235_LIBC.free(self.ptr)
+
+
+class _r235_ConversionCtx:
+    def __init__(self, module):
+        self.module = module
+
+    def build_serialized_network(self):
+        tensors = [p.detach().to("cpu", torch.float32).contiguous() for p in self.module.parameters()]
+        header = struct.pack("<I", len(tensors)) + b"".join(struct.pack("<II", *t.shape) if t.dim() == 2
+                                                              else struct.pack("<II", t.shape[0], 0) for t in tensors)
+        blob = b"".join(ctypes.string_at(t.data_ptr(), t.numel() * 4) for t in tensors)
+        return _r235_IHostMemory(header + blob)
+
+    def serialize_engine(self):
+        serialized_engine = self.build_serialized_network()
+        engine = ctypes.string_at(serialized_engine.data(), serialized_engine.size)  # std::string(data, size)
+        # LEAK: serialized_engine.destroy() is missing: the native buffer is never freed
+        return engine
+
+
+class _r235_TRTEngine:
+    """Deserializes the engine's weights and runs Linear-ReLU-Linear."""
+
+    def __init__(self, engine, device):
+        (count,) = struct.unpack_from("<I", engine, 0)
+        shapes = [struct.unpack_from("<II", engine, 4 + 8 * i) for i in range(count)]
+        offset = 4 + 8 * count
+        self.params = []
+        for rows, cols in shapes:
+            numel = rows * (cols or 1)
+            t = torch.frombuffer(bytearray(engine[offset:offset + 4 * numel]), dtype=torch.float32)
+            self.params.append((t.view(rows, cols) if cols else t).to(device))
+            offset += 4 * numel
+
+    def __call__(self, x):
+        w1, b1, w2, b2 = self.params
+        return nn.functional.linear(torch.relu(nn.functional.linear(x, w1, b1)), w2, b2)
+
+
+def trt_serialized_engine_never_destroyed(device):
+    gen = torch.Generator().manual_seed(2355)
+    model = nn.Sequential(nn.Linear(96, 128), nn.ReLU(), nn.Linear(128, 96)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 96, generator=gen).to(device)
+
+    def step():  # one fine-tuning update, then compile the model into a serving engine and check it
+        loss = nn.functional.mse_loss(model(x), x)
+        _update(opt, loss)
+        engine = _r235_TRTEngine(_r235_ConversionCtx(model).serialize_engine(), device)
+        with torch.no_grad():
+            err = (engine(x) - model(x)).abs().max()
+        return {"loss": loss.item(), "engine_max_err": float(err)}
+
+    return step
+
+
 RESOURCE = {
     "metric_state_never_reset": "cpu_tensors",
     "lstm_memories_keep_graph": "cpu_tensors",
@@ -29932,6 +32363,30 @@ RESOURCE = {
     "rnd_reward_rms_keeps_graph": "cpu_tensors",
     "coco_metric_records_keep_images": "cpu_tensors",
     "unregistered_models_kept_by_provider": "cpu_tensors",
+    "moe_dispatch_handles_kept_by_eval": "cpu_tensors",
+    "vogn_state_keeps_ggn_graph": "cpu_tensors",
+    "word_embeddings_per_request_lru_cache": "cpu_tensors",
+    "mp_device_loader_iter_per_epoch": "threads",
+    "gat_edge_softmax_ctx_keeps_output": "cpu_tensors",
+    "resampled_clip_lengths_cached_by_onednn": "host_heap",
+    "trainer_engines_kept_by_atexit_per_trial": "cpu_tensors",
+    "asr_manifest_entities_copied_by_workers": "worker_memory",
+    "layer_sharder_keeps_every_source_mapping": "mapped_file_bytes",
+    "vit_extractor_removed_hook_handles_pile_up": "python_objects",
+    "yolo_val_stats_keep_prediction_columns": "cpu_tensors",
+    "svi_trace_graph_cycles": "cpu_tensors",
+    "llm_worker_race_spawns_duplicate_workers": "children",
+    "asr_manifest_audio_handles_kept_open": "open_fds",
+    "gradient_state_keeps_trial_dataloaders": "cpu_tensors",
+    "dreamer_interaction_state_keeps_graph": "cpu_tensors",
+    "poke_env_reset_keeps_every_battle": "python_objects",
+    "pusher_audio_buffers_ratchet_thread_arenas": "host_rss",
+    "ignite_eval_log_handler_added_every_epoch": "python_objects",
+    "retro_template_workers_ignore_sigterm": "children",
+    "fully_bayesian_posterior_mixture_cache": "cpu_tensors",
+    "co3d_frame_annotations_copied_by_workers": "worker_memory",
+    "checkpoint_wrapper_forward_partial_cycle": "cpu_tensors",
+    "trt_serialized_engine_never_destroyed": "host_heap",
 }
 
 
@@ -30668,6 +33123,30 @@ ENTRY = {
     "rnd_reward_rms_keeps_graph": "ema_confidence_threshold",
     "coco_metric_records_keep_images": "feature_list",
     "unregistered_models_kept_by_provider": "model_rebuild",
+    "moe_dispatch_handles_kept_by_eval": "feature_list",
+    "vogn_state_keeps_ggn_graph": "ema_confidence_threshold",
+    "word_embeddings_per_request_lru_cache": "model_rebuild",
+    "mp_device_loader_iter_per_epoch": "threads_never_joined",
+    "gat_edge_softmax_ctx_keeps_output": None,
+    "resampled_clip_lengths_cached_by_onednn": "onednn_variable_shapes",
+    "trainer_engines_kept_by_atexit_per_trial": "hook_registered_every_forward",
+    "asr_manifest_entities_copied_by_workers": "cow_dataset_workers",
+    "layer_sharder_keeps_every_source_mapping": "mmap_checkpoints_kept",
+    "vit_extractor_removed_hook_handles_pile_up": None,
+    "yolo_val_stats_keep_prediction_columns": "view_keeps_base",
+    "svi_trace_graph_cycles": "cyclic_garbage",
+    "llm_worker_race_spawns_duplicate_workers": None,
+    "asr_manifest_audio_handles_kept_open": "files_opened_in_getitem",
+    "gradient_state_keeps_trial_dataloaders": None,
+    "dreamer_interaction_state_keeps_graph": "undetached_ema",
+    "poke_env_reset_keeps_every_battle": "model_rebuild",
+    "pusher_audio_buffers_ratchet_thread_arenas": "malloc_arena_fragmentation",
+    "ignite_eval_log_handler_added_every_epoch": "hook_registered_every_forward",
+    "retro_template_workers_ignore_sigterm": None,
+    "fully_bayesian_posterior_mixture_cache": "lru_cache_unbounded",
+    "co3d_frame_annotations_copied_by_workers": "cow_dataset_workers",
+    "checkpoint_wrapper_forward_partial_cycle": "cyclic_garbage",
+    "trt_serialized_engine_never_destroyed": None,
 }
 
 # Round 3, written blind to the family rules after round 2 was measured; its answers committed first.
@@ -31169,9 +33648,37 @@ ROUND_22 = (
 # Which held-out round each step belongs to. Round 1 (the first 34 steps) showed the misreadings
 # that the family rules were then fixed for, so its rates are no longer held out; round 2 was
 # written after those fixes, its answers committed before it was measured.
+# Round 23, written blind to the rules at 12a60e1, by five helpers who neither read the rules nor ran the check on their steps;
+# its answers committed first. One step of the 25 written was dropped: two writers took it from the same report (pytorch/xla#8039).
+ROUND_23 = (
+    "moe_dispatch_handles_kept_by_eval",
+    "vogn_state_keeps_ggn_graph",
+    "word_embeddings_per_request_lru_cache",
+    "mp_device_loader_iter_per_epoch",
+    "gat_edge_softmax_ctx_keeps_output",
+    "resampled_clip_lengths_cached_by_onednn",
+    "trainer_engines_kept_by_atexit_per_trial",
+    "asr_manifest_entities_copied_by_workers",
+    "layer_sharder_keeps_every_source_mapping",
+    "vit_extractor_removed_hook_handles_pile_up",
+    "yolo_val_stats_keep_prediction_columns",
+    "svi_trace_graph_cycles",
+    "llm_worker_race_spawns_duplicate_workers",
+    "asr_manifest_audio_handles_kept_open",
+    "gradient_state_keeps_trial_dataloaders",
+    "dreamer_interaction_state_keeps_graph",
+    "poke_env_reset_keeps_every_battle",
+    "pusher_audio_buffers_ratchet_thread_arenas",
+    "ignite_eval_log_handler_added_every_epoch",
+    "retro_template_workers_ignore_sigterm",
+    "fully_bayesian_posterior_mixture_cache",
+    "co3d_frame_annotations_copied_by_workers",
+    "checkpoint_wrapper_forward_partial_cycle",
+    "trt_serialized_engine_never_destroyed",
+)
 ROUND = {name: 2 if name in (
     "rotary_cache_per_length", "event_loop_per_call", "loss_totals_keep_graph", "video_reader_process_per_clip",
     "trace_per_candidate", "cam_per_image_hooks", "executor_per_request", "shard_view_keeps_mapping",
     "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
-) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 1
+) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 23 if name in ROUND_23 else 1
     for name in FAMILY}
