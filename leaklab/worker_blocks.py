@@ -55,18 +55,18 @@ class WorkerBlocks:
         if self.folder is None:
             return 0
         self._asked += 1
-        asked = [pid for pid in pids if self._ask(pid)]
+        waiting = {pid for pid in pids if self._ask(pid)}
         figures: dict[int, int] = {}
         deadline = time.monotonic() + ANSWER_WITHIN
-        while True:
-            for pid in asked:
-                if pid not in figures or figures[pid] < 0:
-                    figures[pid] = self._answer(pid)
-            if all(figure >= 0 for figure in figures.values()) or time.monotonic() > deadline:
-                break
-            time.sleep(0.0002)
-        late = [pid for pid, figure in figures.items() if figure < 0]
-        return sum(figure for figure in figures.values() if figure >= 0) + sum(self._answer(pid, last=True) for pid in late)
+        while waiting and time.monotonic() <= deadline:
+            for pid in list(waiting):
+                figure = self._answer(pid)
+                if figure is not None:
+                    figures[pid] = figure
+                    waiting.discard(pid)
+            if waiting:
+                time.sleep(0.0002)
+        return sum(figures.values()) + sum(self._answer(pid, last=True) or 0 for pid in waiting)
 
     def _ask(self, pid: int) -> bool:
         try:
@@ -81,21 +81,22 @@ class WorkerBlocks:
             os.close(fd)
         return True
 
-    def _answer(self, pid: int, last: bool = False) -> int:
+    def _answer(self, pid: int, last: bool = False) -> int | None:
         """The child's figure where it answered this request (or, ``last``, whatever it last
-        answered); -1 where it has not."""
+        answered); None where it has not. A figure may be negative: a child that dropped objects it
+        inherited holds fewer blocks than it started with."""
         try:
             fd = os.open(os.path.join(self.folder or "", str(pid)), os.O_RDONLY)
         except OSError:
-            return 0 if last else -1
+            return None
         try:
             data = os.pread(fd, _FIGURE.size, 0)
         finally:
             os.close(fd)
         if len(data) != _FIGURE.size:
-            return 0 if last else -1
+            return None
         answered, blocks = _FIGURE.unpack(data)
-        return blocks if last or answered >= self._asked else -1
+        return blocks if last or answered >= self._asked else None
 
     def stop(self) -> None:
         folder, self.folder = self.folder, None

@@ -517,6 +517,7 @@ def _work_in_pool(index: int, keep: bool) -> int:
 @pytest.mark.parametrize(("keep", "verdict"), [(True, "grows"), (False, "bounded")])
 def test_worker_objects_counts_what_a_pool_worker_keeps_in_that_worker(keep, verdict):
     import glob
+    import itertools
     import multiprocessing
     import tempfile
 
@@ -527,7 +528,7 @@ def test_worker_objects_counts_what_a_pool_worker_keeps_in_that_worker(keep, ver
     def factory(device):
         pool = multiprocessing.get_context("fork").Pool(1)
         pools.append(pool)
-        counter = iter(range(10**9))
+        counter = itertools.count()
 
         def step():
             return {"records": pool.apply(_work_in_pool, (next(counter), keep))}
@@ -544,3 +545,40 @@ def test_worker_objects_counts_what_a_pool_worker_keeps_in_that_worker(keep, ver
     if keep:  # 20 dicts a task, each a block or more, counted in the worker
         assert report.resources["worker_objects"].per_step_bytes >= 20, report.summary()
     assert not glob.glob(f"{tempfile.gettempdir()}/leaklab-workers-{os.getpid()}-*")  # the probe took its folder with it
+
+
+_INHERITED: list = []  # made before the fork: a child that drops it holds fewer blocks than it started with
+
+
+def _drop_inherited(dropped) -> None:
+    _INHERITED.clear()
+    dropped.set()
+    time.sleep(60)  # terminated by the test
+
+
+def test_worker_blocks_counts_a_child_that_freed_what_it_inherited_as_an_answer(monkeypatch):
+    import multiprocessing
+
+    from leaklab import worker_blocks
+
+    monkeypatch.setattr(worker_blocks, "ANSWER_WITHIN", 30.0)  # time enough to answer on a busy machine
+    _INHERITED[:] = [[index] for index in range(10_000)]
+    blocks = worker_blocks.WorkerBlocks()
+    blocks.start()
+    fallbacks = []
+    answer = blocks._answer
+    monkeypatch.setattr(blocks, "_answer", lambda pid, last=False: fallbacks.append(pid) if last else answer(pid))
+    context = multiprocessing.get_context("fork")
+    dropped = context.Event()
+    child = context.Process(target=_drop_inherited, args=(dropped,), daemon=True)
+    try:
+        child.start()
+        assert dropped.wait(60)
+        figure = blocks.read([child.pid])
+        assert figure <= -10_000  # the lists it dropped, one block each
+        assert not fallbacks  # its answer to this reading, a negative figure too, not a late one waited out
+    finally:
+        child.terminate()
+        child.join()
+        blocks.stop()
+        _INHERITED.clear()
