@@ -620,9 +620,8 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "steps were measured again after the revert (7d6f4c4), and one of them, caught only by that judging, "
                  "reads bounded again)",
            "22": "round 22 (written blind to the rules at e22f364, by five helpers who neither read the rules nor ran "
-                 "the check on their steps; its answers committed before it was measured; 18 steps with an entry and 7 "
-                 "without; the naming of a tensor joined onto every step and of what gains in most steps was made on "
-                 "earlier rounds' rows while it was being written, not on its steps; after it was measured, the rule for a "
+                 "the check on their steps; its answers committed before it was measured; the naming of a tensor joined "
+                 "onto every step and of what gains in most steps was made on earlier rounds' rows while it was being written, not on its steps; after it was measured, the rule for a "
                  "function wrapped again every step (a5f8fc5) was made on one of its misses and one of round 21's: "
                  "no longer held out)",
            "23": "round 23 (written blind to the rules at 12a60e1, by five helpers who neither read the rules nor ran "
