@@ -53,7 +53,8 @@ and reads, it decides nothing):
              heap settling over hundreds of steps), held to the same test.
 ``near its floor``  beside growth elsewhere, the heap rising by more than its noise at under
              :data:`NEAR_FLOOR` times its floor (:func:`near_floor`): its verdict there would be the
-             floor's coin toss from run to run, so it is decided after its long pass as a creep is.
+             floor's coin toss from run to run, so it is decided after its long pass as a creep is;
+             where a step ends that pass before it is read (an epoch ran out), it is not growth.
 
 5. a fill pass, where what grows is held only in containers bounded by construction (a ``deque``
    with ``maxlen``, an ``lru_cache`` with ``maxsize``) that a census around the confirmation saw
@@ -661,16 +662,23 @@ def _filled(stage: _Stage, fill: Done, since: int, watched: Sequence[Resource]) 
 def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], start: int) -> tuple[dict, dict]:
     """The verdicts after a long pass: each series it watched, decided on the whole of it (without
     the floor for a creep, and for a series near its floor beside growth elsewhere) and held to its
-    rate through the pass (:func:`confirm_creep`)."""
+    rate through the pass (:func:`confirm_creep`); where a step ended the pass, the verdicts before
+    it, less the growth of a series near its floor beside growth elsewhere."""
     trends, series = dict(stage.trends), dict(stage.series)
     for name, values in long_pass.readings.items():
         series[name] = stage.series[name] + list(values)
-        if not long_pass.stopped:
-            resource = next(r for r in watched if r.name == name)
-            beside = _grows_beside(resource, stage.trends, watched, set(long_pass.readings))
-            extended = decide(series[name], resource, floor=0 if name in stage.crept or beside else None)
-            trends[name] = confirm_creep(stage.first[name], extended, series[name][start:],
-                                         beside=beside and name not in stage.crept)
+        resource = next(r for r in watched if r.name == name)
+        beside = _grows_beside(resource, stage.trends, watched, set(long_pass.readings))
+        if long_pass.stopped:
+            # A step ended the pass (a DataLoader's epoch ran out): a series near its floor beside
+            # growth elsewhere was in it because its verdict there is the floor's coin toss, and
+            # undecided it is not growth (the answer is the leak beside it); the others keep theirs.
+            if beside and name not in stage.crept and trends[name].verdict == GROWS:
+                trends[name] = _settled(trends[name], trends[name].tail_per_step_bytes)
+            continue
+        extended = decide(series[name], resource, floor=0 if name in stage.crept or beside else None)
+        trends[name] = confirm_creep(stage.first[name], extended, series[name][start:],
+                                     beside=beside and name not in stage.crept)
     return trends, series
 
 

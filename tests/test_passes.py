@@ -228,6 +228,25 @@ def test_the_heap_near_its_floor_beside_growth_is_decided_after_a_long_pass_as_a
     assert flat.trends["host_heap"].verdict != GROWS and flat.trends["cpu_tensors"].verdict == GROWS
 
 
+def test_the_heap_just_over_its_floor_beside_growth_is_not_called_growing_where_its_long_pass_never_ran():
+    """cow_dataset_workers' leak in a fresh-clone CI run of 3bf1c88: the heap read 1.1 KiB a step against its
+    1 KiB floor beside the workers' growth, and the DataLoader's epoch ran out before the long pass read a step.
+    The floor's coin toss stays undecided there: not growth beside the leak, and the leak still grows."""
+    heap = [10**6 + 1100 * i for i in range(21)]  # steady, just over the floor: a coin toss from run to run
+    history = [Done(WARMUP, series()), Done(MEASURED, series(cpu_tensors=LEAK, host_heap=heap))]
+    assert next_pass(history, WATCHED, PLAN).kind == CONFIRMATION
+    history.append(Done(CONFIRMATION, {"cpu_tensors": [LEAK[-1] + 2048 * i for i in range(1, 11)],
+                                       "host_heap": [heap[-1] + 1100 * i for i in range(1, 11)]}))
+    decision = next_pass(history, WATCHED, PLAN)
+    assert decision.kind == LONG_PASS and decision.resources == ("host_heap",)
+    ended = next_pass([*history, Done(LONG_PASS, {"host_heap": []}, stopped=True)], WATCHED, PLAN)
+    assert ended.trends["host_heap"].verdict != GROWS and ended.trends["cpu_tensors"].verdict == GROWS
+    # Read through its pass, it is decided as before: a steady rise there grows.
+    rising = [heap[-1] + 1100 * (10 + i) for i in range(1, 201)]
+    verdict = through_a_pause([*history, Done(LONG_PASS, {"host_heap": rising})], WATCHED, PLAN)
+    assert verdict.trends["host_heap"].verdict == GROWS
+
+
 # The heap of a torchmetrics step that keeps each step's predictions (CPU, torch 2.14.1, issue 28's
 # corpus, the run in which the creep's finer tests settled it), step by step through measured,
 # confirmation and long pass: ~0.8 KiB a step under a saw-tooth of +37 KiB / -36 KiB (the metric's
