@@ -54,7 +54,7 @@ and reads, it decides nothing):
 ``near its floor``  beside growth elsewhere, the heap rising by more than its noise at under
              :data:`NEAR_FLOOR` times its floor (:func:`near_floor`): its verdict there would be the
              floor's coin toss from run to run, so it is decided after its long pass as a creep is;
-             where a step ends that pass before it is read (an epoch ran out), it is not growth.
+             where a step ends that pass (an epoch ran out), it is not growth: undecided.
 
 5. a fill pass, where what grows is held only in containers bounded by construction (a ``deque``
    with ``maxlen``, an ``lru_cache`` with ``maxsize``) that a census around the confirmation saw
@@ -670,9 +670,9 @@ def _long_passed(stage: _Stage, long_pass: Done, watched: Sequence[Resource], st
         resource = next(r for r in watched if r.name == name)
         beside = _grows_beside(resource, stage.trends, watched, set(long_pass.readings))
         if long_pass.stopped:
-            # A step ended the pass (a DataLoader's epoch ran out): a series near its floor beside
-            # growth elsewhere was in it because its verdict there is the floor's coin toss, and
-            # undecided it is not growth (the answer is the leak beside it); the others keep theirs.
+            # A step ended the pass (a DataLoader's epoch ran out), however far it got: a series near
+            # its floor beside growth elsewhere was in it because its verdict there is the floor's coin
+            # toss, and undecided it is not growth (the answer is the leak beside it); the others keep theirs.
             if beside and name not in stage.crept and trends[name].verdict == GROWS:
                 trends[name] = _settled(trends[name], trends[name].tail_per_step_bytes)
             continue
