@@ -352,6 +352,17 @@ def _kept_by(kinds: tuple[str, ...]) -> Callable[[Evidence], str | None]:
     return kept
 
 
+def _class_per_call(e: Evidence) -> str | None:
+    """The chain starts at a class defined inside a function (``f.<locals>.Wrapper``) that holds
+    what grows: the function makes a new class on every call (torch.jit.trace does, one per
+    trace), and each is kept, with what it holds, by whatever registers classes (its base's
+    subclass list, a library's type registry)."""
+    links = e.links
+    if links and links[0].what == "class attribute" and ".<locals>." in links[0].name:
+        return f"a class made on every call ({links[0].name.rpartition('.')[0]}) and kept with what it holds"
+    return None
+
+
 _CHILDREN = ("shared_memory", "worker_memory", "worker_objects", "children")
 
 
@@ -536,6 +547,7 @@ RULES: tuple[Rule, ...] = (
     # A kept exception holds its frames whatever keeps it (a dict of errors by key too): its fix is
     # the exception's (drop the traceback), not the container's.
     Rule(("container_keeps_tensors",), "container", _exception, specific=True),
+    Rule(("registry_keeps_objects",), "container", _class_per_call, specific=True, kept=lambda e: "type"),
     # Before the caches: a tensor joined onto every step is a container's growth, in a "cache" too
     # (a key/value cache that a generation loop extends in place).
     Rule(("container_keeps_tensors",), "container", _grown_tensor),

@@ -400,8 +400,13 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
             # A loop, not a generator expression: one would put ``parent`` in a closure cell,
             # which the walk would then find holding everything it walked.
             for orphan in frontier:
-                if id(orphan) not in referred and _callback(orphan, parent):
+                if id(orphan) in referred:
+                    continue
+                if _callback(orphan, parent):
                     outside = Chain(links_down(orphan, parent[id(orphan)], (OUTSIDE, _callable_name(orphan)), parent))
+                    break
+                if _callback_list(orphan, parent):
+                    outside = Chain(links_down(orphan, parent[id(orphan)], (OUTSIDE, _list_name(orphan)), parent))
                     break
         # One gc.get_referrers call compares every referent of every object with each object
         # of the frontier, and cannot be stopped: a level is kept to its first objects.
@@ -434,6 +439,19 @@ def _callback(obj: Any, parent: dict[int, Any]) -> bool:
     if isinstance(obj, types.FunctionType):
         return below is None or below is obj.__closure__
     return isinstance(obj, types.MethodType) and below is obj.__self__
+
+
+def _callback_list(obj: Any, parent: dict[int, Any]) -> bool:
+    """Whether ``obj`` is a list that nothing in Python holds, holding the callable the walk came
+    up through: the interpreter's own lists of registered functions (``os.register_at_fork``'s,
+    ``codecs.register``'s search functions) are plain lists that only C refers to."""
+    below = parent.get(id(obj))
+    return type(obj) is list and isinstance(below, (types.FunctionType, types.MethodType))
+
+
+def _list_name(obj: list) -> str:
+    return (f"a list of {len(obj)} callables held outside Python (os.register_at_fork, codecs.register, "
+            "a C library's callbacks)")
 
 
 def _callable_name(obj: Any) -> str:
@@ -536,7 +554,9 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     order = {kind: rank for rank, kind in enumerate(dict.fromkeys([*first, *_PRIORITY]))}
     # Among tensors, parameters first: where they pile up, models do, and a kept model is what the
     # user keeps (its optimizer's state, more tensors, comes with it and is nearer a registry's root).
-    ranked = sorted(grew, key=lambda name: (order.get(kind_of(by_type[name][-1]), len(order)), name != PARAMETER,
+    # A weak reference grows only because what it points to does, and keeps nothing: named last.
+    ranked = sorted(grew, key=lambda name: (isinstance(by_type[name][-1], weakref.ref),
+                                           order.get(kind_of(by_type[name][-1]), len(order)), name != PARAMETER,
                                            -grew[name]))[:3]
     chain = Chain([], "not found: nothing grew that Python can see")
     graphs_only: Chain | None = None

@@ -603,16 +603,16 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "18": "round 18 (written blind to the rules at 20fedaa, by five helpers who neither read the rules nor ran "
                  "the check on their steps; its answers committed before it was measured; one helper found no "
                  "unused report of a hook registered every step whose step stayed fast, and wrote two callback "
-                 "registries without an entry instead)",
+                 "registries without an entry instead; then weak references were ranked last in the holder walk, on one of its misses: no longer held out)",
            "19": "round 19 (written blind to the rules at e1638ad, by five helpers who neither read the rules nor ran "
                  "the check on their steps; its answers committed before it was measured; the collector-off entry "
                  "(558b2cd) was made while it was being written, not on its steps; two hook steps leak about 1.6 KiB "
-                 "a step, under the brief's 4 KiB, as their writer measured)",
+                 "a step, under the brief's 4 KiB, as their writer measured; then the holder walk named a list of callables held outside Python, on one of its misses and two of earlier rounds: no longer held out)",
            "20": "round 20 (written blind to the rules at e438a86, by five helpers who neither read the rules nor ran "
                  "the check on their steps; its answers committed before it was measured; 23 steps: a 25th was not "
                  "written in time and another was dropped before merging for citing the same report and mechanism as "
                  "a step of another writer; the rule for tensors that only autograd graphs hold (89c199e) was made on "
-                 "earlier rounds' rows while it was being written, not on its steps)",
+                 "earlier rounds' rows while it was being written, not on its steps; then a class made on every call was named a registry, on one of its misses and two of earlier rounds: no longer held out)",
            "21": "round 21 (written blind to the rules at 220829a, by five helpers who neither read the rules nor ran "
                  "the check on their steps; its answers committed before it was measured; it was first measured with "
                  "workers' own memory judged (555b04f, made on earlier rounds' rows while it was being written), which "

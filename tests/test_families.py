@@ -516,3 +516,15 @@ def test_a_hook_list_named_plainly_hooks_is_registered_callbacks():
                    ("attribute", "._hf_hook", "SequentialHook", "object"), ("attribute", ".hooks", "tuple", "container"),
                    ("item", "[*]", "SequentialHook", "object"))
     assert decide(Evidence(chain, "python_objects", frozenset({"python_objects"}))).families == ("registered_callbacks",)
+
+
+def test_a_class_made_on_every_call_is_a_registry_and_a_class_attribute_is_not_one():
+    """torch.jit.trace makes a class inside TracedModule.__init__ on every trace: the walk ends at
+    that class (``f.<locals>.Wrapper``), and each one is kept with what it holds. A class of the
+    user's module holding a list is not made per call, and keeps its own rule."""
+    made = _chain(("class attribute", "torch.jit._trace.TracedModule.__init__.<locals>.QualnameWrapper.?", "tuple",
+                   "container"), ("grown", "[*]", "torch.Tensor", "tensor"))
+    decision = decide(Evidence(made, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("registry_keeps_objects",) and "every call" in decision.why, decision
+    kept = _chain(("class attribute", "train.Trainer.history", "list", "container"), TENSOR)
+    assert decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",)

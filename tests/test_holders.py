@@ -1,6 +1,7 @@
 """The holder chain: from a root a user can name to what grew, found from the objects themselves."""
 
 import atexit
+import codecs
 import functools
 import gc
 import multiprocessing
@@ -153,6 +154,59 @@ def test_a_closure_registered_outside_python_is_named_by_its_function_then_its_v
     assert chain.found, chain.missing
     assert chain.links[0].what == OUTSIDE and "make_cleanup.<locals>.cleanup" in chain.links[0].name, chain
     assert [link.name for link in chain.links[1:]] == ["make_cleanup.<locals>.table"]  # one link: the variable
+
+
+def test_a_callable_in_a_list_only_the_interpreter_holds_is_named_by_that_list():
+    """codecs.register (and os.register_at_fork) keep their functions in a plain list that only
+    C refers to: the walk ends at that list, which is a list of callbacks held outside Python,
+    not "every path ends where Python cannot see"."""
+    table = torch.zeros(4)
+
+    def search(name):
+        return None if table.sum() else None
+    codecs.register(search)
+    kept = weakref.ref(search)
+    del search
+    try:
+        chain = _frozen(functools.partial(_chain, [table]))
+    finally:
+        codecs.unregister(kept())
+    assert chain.found, chain.missing
+    assert chain.links[0].what == OUTSIDE and "callables held outside Python" in chain.links[0].name, chain
+    assert _types(chain)[:2] == ["list", "function"]
+    decision = decide(Evidence(chain, "cpu_tensors", frozenset()))
+    assert decision.families == ("registered_callbacks",), decision
+
+
+LIVE_LISTENERS = weakref.WeakSet()   # as logging keeps a weak set of its handlers beside each logger's list
+LIVE_BY_NAME = weakref.WeakSet()
+LISTENERS: list = []
+
+
+class Listener:
+    def __init__(self):
+        LIVE_LISTENERS.add(self)
+        LIVE_BY_NAME.add(self)
+        LISTENERS.append(self)  # added per run, never removed
+
+
+def test_an_object_added_every_step_is_named_from_its_holder_not_from_its_weak_references():
+    """logging keeps a WeakSet of its handlers beside the logger's list: two weak references grow
+    with every handler, more than the handlers, but they keep nothing alive. The check names the
+    list that keeps the objects (it named the weak set's table of a console handler per run)."""
+    import leaklab
+
+    def step():
+        Listener()
+        return 0.0
+
+    try:
+        report = leaklab.check(step, steps=12, warmup=3)
+    finally:
+        LISTENERS.clear()
+    assert report.verdict == "grows"
+    names = [link["name"] for link in report.holder or []]
+    assert names and names[0].endswith("LISTENERS") and not any("LIVE" in name for name in names), (names, report.holder_missing)
 
 
 class AtExitScorer(Scorer):
