@@ -626,7 +626,10 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "no longer held out)",
            "23": "round 23 (written blind to the rules at 12a60e1, by five helpers who neither read the rules nor ran "
                  "the check on their steps; its answers committed before it was measured; a step two writers took from "
-                 "the same report was kept once; the opt-in worker_objects (ab18d70) changed no default)"}
+                 "the same report was kept once; the opt-in worker_objects (ab18d70) changed no default)",
+           "24": "round 24 (written blind to the rules, by five helpers who neither read the rules nor ran the check "
+                 "on their steps, while the walk and one rule were changed on earlier rounds' misses (0703c15); its "
+                 "answers committed before it was measured at those rules)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
