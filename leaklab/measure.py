@@ -30,7 +30,8 @@ import torch
 # No public API counts live CPU tensor memory: a dispatch mode (torch.utils._python_dispatch, the
 # base class torch's own FakeTensor and debugging modes use) sees every operator's outputs, and a
 # storage's weak reference (what torch.multiprocessing's StorageWeakRef wraps) follows its life.
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 from leaklab.worker_blocks import WorkerBlocks
 
@@ -320,6 +321,57 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_mark_forked_child)
 
 
+# torch.jit.trace cannot run under any TorchDispatchMode: the trace of a model with a view
+# (a transpose) fails with "Cannot insert a Tensor that requires grad as a constant", so a step that
+# traces (tensorboard's add_graph does, every epoch in espnet's trainer) raised under the check and
+# nowhere else. While the counter is on, a trace runs with it set aside: what the trace makes (its
+# example run's tensors, freed with it) goes uncounted; what the traced module keeps is counted
+# when it runs. The entry points are looked up by torch at call time (torch.jit.trace calls
+# _trace_impl, which calls trace_module; torch.onnx calls torch.jit._get_trace_graph).
+_TRACE_ENTRY_POINTS = ("_trace_impl", "trace_module", "_get_trace_graph")
+
+
+def _set_aside_while_tracing(trace: Any) -> Any:
+    @functools.wraps(trace)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        if not isinstance(_current_dispatch_mode(), LiveTensorBytes):
+            return trace(*args, **kwargs)  # set aside already (a trace within a trace), or not on top
+        with _pop_mode_temporarily():
+            return trace(*args, **kwargs)
+    traced.__leaklab_original__ = trace
+    return traced
+
+
+class _TracesSetAside:
+    """The patch of torch.jit's tracing entry points, on while any counter is entered."""
+
+    entered = 0
+
+    @classmethod
+    def enter(cls) -> None:
+        cls.entered += 1
+        if cls.entered > 1:
+            return
+        import torch.jit._trace as tracing
+        for name in _TRACE_ENTRY_POINTS:
+            for namespace in (tracing, torch.jit):
+                original = getattr(namespace, name, None)
+                if original is not None and not hasattr(original, "__leaklab_original__"):
+                    setattr(namespace, name, _set_aside_while_tracing(original))
+
+    @classmethod
+    def exit(cls) -> None:
+        cls.entered = max(cls.entered - 1, 0)
+        if cls.entered:
+            return
+        import torch.jit._trace as tracing
+        for name in _TRACE_ENTRY_POINTS:
+            for namespace in (tracing, torch.jit):
+                patched = getattr(namespace, name, None)
+                if hasattr(patched, "__leaklab_original__"):
+                    setattr(namespace, name, patched.__leaklab_original__)
+
+
 class LiveTensorBytes(TorchDispatchMode):
     """Counts the bytes of CPU tensor storages that are alive, exactly.
 
@@ -342,6 +394,16 @@ class LiveTensorBytes(TorchDispatchMode):
         self.track_peak = track_peak
         self._peak = 0
         self.step = 0  # set by attribution to the step it runs, recorded with each new storage
+
+    def __enter__(self) -> LiveTensorBytes:
+        _TracesSetAside.enter()
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            _TracesSetAside.exit()
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:

@@ -43,6 +43,35 @@ def test_counts_tensors_that_only_autograd_keeps():
         assert tracker.live_bytes() - base == 0
 
 
+class _Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)  # a view: what a dispatch mode broke
+
+
+def test_a_step_that_traces_a_model_runs_under_the_counter_and_the_trace_is_restored_after():
+    """torch.jit.trace fails under any TorchDispatchMode on a model with a view; a step that traces
+    (tensorboard's add_graph) raised under the check only. The counter sets itself aside while a
+    trace runs, counts what the traced module makes when it runs, and leaves torch.jit as it was."""
+    import warnings
+
+    import torch.jit._trace as tracing
+
+    original = tracing._trace_impl
+    model, x = _Encoder().eval(), torch.randn(2, 5, 8)
+    with LiveTensorBytes() as counter, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.trace is deprecated
+        traced = torch.jit.trace(model, (x,), check_trace=False)
+        before = counter.live_bytes()
+        out = traced(x)
+        assert counter.live_bytes() - before >= out.untyped_storage().nbytes()
+    assert tracing._trace_impl is original and torch.jit.trace_module is tracing.trace_module
+    assert not hasattr(torch.jit._get_trace_graph, "__leaklab_original__")
+
+
 def test_sees_storage_resized_in_place():
     with LiveTensorBytes() as tracker:
         base = tracker.live_bytes()
