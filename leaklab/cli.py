@@ -250,6 +250,28 @@ def terminate_on_sigterm() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupt)
+        _children_end_on_sigterm()
+
+
+_FORK_HOOK = []
+
+
+def _children_end_on_sigterm() -> None:
+    """A child forked from here (a DataLoader worker, a pool's process) gets SIGTERM's default back
+    at once: a handler written in Python runs only when the child's main thread next runs Python,
+    and a signal that lands on another of its threads (the worker_objects sampler) left a worker
+    asleep in a C call alive until that call returned (60 s, measured in the test suite)."""
+    if _FORK_HOOK or not hasattr(os, "register_at_fork"):
+        return
+    _FORK_HOOK.append(True)
+    os.register_at_fork(after_in_child=_default_sigterm)
+
+
+def _default_sigterm() -> None:
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except ValueError:  # forked from a thread other than the main one: the handler's own test still ends it
+        pass
 
 
 def without_nproc(argv: list[str]) -> list[str]:

@@ -129,3 +129,47 @@ def test_resources_given_twice_or_comma_separated_are_all_watched(capsys):
         code, out, _ = run(capsys, f"{STEPS}:grows", "--steps", "6", "--warmup", "1", "--json", *args)
         assert code == 1
         assert list(json.loads(out)["resources"]) == ["cpu_tensors", "cpu_tensors_peak", "host_heap"]
+
+
+def _sleep_beside_a_blocked_thread(started) -> None:
+    import os
+    import signal
+    import threading
+    import time
+
+    read_end, _ = os.pipe()
+    threading.Thread(target=os.read, args=(read_end, 1), daemon=True).start()  # as the worker_objects sampler waits
+    # The signal lands on the reading thread, as it did in the suite (the kernel picks any thread
+    # that does not block it): blocked here, the main thread's sleep is what a handler waits on.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    started.set()
+    time.sleep(30)
+
+
+def test_a_child_forked_under_the_command_ends_at_once_on_sigterm():
+    """The command's SIGTERM handler is Python's: in a forked child whose signal lands beside a
+    thread blocked in a read, it waited until the child's sleep ended (60 s in the suite). A child
+    gets SIGTERM's default back when it is forked."""
+    import multiprocessing
+    import signal
+    import time
+
+    from leaklab.cli import terminate_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    terminate_on_sigterm()
+    try:
+        context = multiprocessing.get_context("fork")
+        started = context.Event()
+        child = context.Process(target=_sleep_beside_a_blocked_thread, args=(started,), daemon=True)
+        child.start()
+        assert started.wait(30)
+        begun = time.monotonic()
+        child.terminate()
+        child.join(20)
+        took = time.monotonic() - begun
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == -signal.SIGTERM and took < 10, (child.exitcode, took)
