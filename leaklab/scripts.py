@@ -3,6 +3,7 @@ process or in a fresh one."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
@@ -28,25 +29,42 @@ def load_script(path: str | os.PathLike[str]) -> types.ModuleType:
     if spec is None or spec.loader is None:
         raise BadInput(f"cannot import {path} as a Python script")
     module = importlib.util.module_from_spec(spec)
+    _EXIT_HANDLERS_AT_LOAD[name] = _exit_handlers()
     # Registered while it runs so that pickling (spawned workers) and dataclasses can find it.
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except KeyboardInterrupt as exc:  # Ctrl-C is exit 3 wherever it comes, never bad input
         sys.modules.pop(name, None)
+        _EXIT_HANDLERS_AT_LOAD.pop(name, None)
         raise Interrupted(describe_failure(exc, "the script")) from None
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
+        _EXIT_HANDLERS_AT_LOAD.pop(name, None)
         raise BadInput(f"importing {path} failed: {describe_failure(exc, 'the script')}") from None
     return module
+
+
+_EXIT_HANDLERS_AT_LOAD: dict[str, int | None] = {}
+
+
+def _exit_handlers() -> int | None:
+    count = getattr(atexit, "_ncallbacks", None)  # CPython's; elsewhere unknown, and a namespace is kept
+    return count() if count is not None else None
 
 
 def forget_script(module: types.ModuleType) -> None:
     """Drop a loaded script. Clearing its namespace breaks the cycle between its functions and
     their globals, so reference counting frees its models and caches at once, without a full
-    garbage collection (~0.14 s in a pytest session, once per run)."""
+    garbage collection (~0.14 s in a pytest session, once per run). Not where exit handlers were
+    registered since it was loaded: a script's own (a cleanup that unlinks its shared memory)
+    reads its globals at exit, and cleared they failed ("name 'os' is not defined") and left
+    its files behind."""
     sys.modules.pop(module.__name__, None)
-    module.__dict__.clear()
+    at_load = _EXIT_HANDLERS_AT_LOAD.pop(module.__name__, None)
+    now = _exit_handlers()
+    if at_load is not None and now is not None and now <= at_load:
+        module.__dict__.clear()
 
 
 def parse_target(target: str) -> tuple[str, str]:

@@ -509,3 +509,51 @@ def test_the_heaps_free_pages_go_back_before_the_factory_runs(monkeypatch):
         return lambda: None
 
     assert run_factory(factory, "cpu", RunOptions(steps=3, warmup=1)).verdict == "bounded"
+
+
+_EXITING_SCRIPT = '''
+import atexit
+import os
+
+SEGMENTS = []
+
+
+def cleanup():
+    for name in SEGMENTS:
+        os.unlink(name)  # reads the module's globals at exit
+
+
+def make_step():
+    atexit.register(cleanup)
+    return lambda: None
+'''
+
+
+def test_a_script_that_registered_an_exit_handler_keeps_its_namespace_and_one_that_did_not_is_cleared(tmp_path):
+    """forget_script clears a script's namespace to free it at once; a cleanup the script left to
+    atexit reads those globals at exit, and failed ("name 'os' is not defined"), leaving its
+    shared memory behind."""
+    import atexit
+
+    from leaklab.scripts import forget_script, load_script
+
+    script = tmp_path / "exiting.py"
+    script.write_text(_EXITING_SCRIPT)
+    module = load_script(script)
+    module.make_step()
+    cleanup = module.cleanup
+    try:
+        forget_script(module)
+        assert module.__dict__.get("os") is not None
+        marker = tmp_path / "segment"
+        marker.write_text("")
+        module.SEGMENTS.append(str(marker))
+        cleanup()  # as atexit would call it
+        assert not marker.exists()
+    finally:
+        atexit.unregister(cleanup)
+    plain = tmp_path / "plain.py"
+    plain.write_text("import os\n\ndef make_step():\n    return lambda: None\n")
+    module = load_script(plain)
+    forget_script(module)
+    assert module.__dict__ == {}
