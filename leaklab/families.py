@@ -63,7 +63,10 @@ class Rule:
 
 _CONTAINERS = re.compile(r"^(list|dict|set|collections\.(deque|OrderedDict|defaultdict))\b")
 # _CONFIGURE_HOOKS too, and an ExitStack's ._exit_callbacks
-_HOOKS = re.compile(r"(^|_)\w*hooks\w*$|^\.?handlers$|^\.?_?\w*callbacks$", re.IGNORECASE)
+# multiprocessing.util's registries of after-fork callbacks and of finalizers are registries of
+# callbacks too, whatever they are called.
+_HOOKS = re.compile(r"(^|_)\w*hooks\w*$|^\.?handlers$|^\.?_?\w*callbacks$|^_(afterfork|finalizer)_registry$",
+                    re.IGNORECASE)
 # Registries of callbacks that the standard library and torch keep: what a handle or an entry there
 # keeps stays alive as long as the callback is registered.
 _CALLBACK_TYPES = ("weakref.finalize",)
@@ -136,6 +139,8 @@ def _gains_entries(links: list[Link], i: int) -> bool:
     callables, or one with no list, dict or set below it (a logger's handler list whose one
     MemoryHandler buffers every record is not a registry that grows: the buffer is)."""
     below = links[i + 1:]
+    if below and below[0].name == ".data" and links[i].type.startswith("weakref."):
+        below = below[1:]  # a weak dictionary's own table: the registry's entries are below it
     if _MODULE_HOOKS.match(links[i].name) or (below and below[0].kind == "callable"):
         return True
     return not any(link.kind == "container" and _CONTAINERS.match(link.type) for link in below)
@@ -431,6 +436,7 @@ def _collector_keeps(e: Evidence) -> str | None:
     return "the garbage collector's own list (gc.garbage) keeps every cycle it finds" if e.links and e.links[0].name == "gc.garbage" else None
 
 
+_TENSOR_MEMORY = frozenset({"cpu_tensors", "device_allocated"})
 # What reference cycles hold: Python's objects, and the tensors and heap behind them.
 _CYCLES_HOLD = frozenset({"python_objects", "host_heap", "cpu_tensors", "device_allocated", "device_reserved"})
 
@@ -438,7 +444,10 @@ _CYCLES_HOLD = frozenset({"python_objects", "host_heap", "cpu_tensors", "device_
 def _collector_off(e: Evidence) -> str | None:
     """Growth with the program's garbage collector off and no holder a walk from it can find
     (what grew is reachable from no root: reference cycles only a collection would free)."""
-    unreached = not e.links or e.links[0].what == GRAPHS_ONLY
+    # A chain to numbers or strings holds no tensor: it does not explain tensors that grow (a list
+    # of each fold's loss, beside models that only their cycles keep).
+    values_only = e.held is not None and e.held.kind == "value" and e.headline in _TENSOR_MEMORY
+    unreached = not e.links or e.links[0].what == GRAPHS_ONLY or values_only
     if e.collector_off and unreached and e.headline in _CYCLES_HOLD:
         return "the program turned the garbage collector off, and no holder was found: reference cycles it never frees"
     return None

@@ -528,3 +528,24 @@ def test_a_class_made_on_every_call_is_a_registry_and_a_class_attribute_is_not_o
     assert decision.families == ("registry_keeps_objects",) and "every call" in decision.why, decision
     kept = _chain(("class attribute", "train.Trainer.history", "list", "container"), TENSOR)
     assert decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",)
+
+
+def test_with_the_collector_off_a_list_of_numbers_does_not_explain_tensors_that_grow():
+    """A cross-validation loop with the collector off keeps each fold's loss in a list, and each
+    fold's model only in its own cycle: the list of floats is found, the tensors' holder is not."""
+    losses = _chain(("closure cell", "make_step.<locals>.fold_losses", "list", "container"), ("grown", "[*]", "float", "value"))
+    off = decide(Evidence(losses, "cpu_tensors", frozenset({"cpu_tensors"}), collector_off=True))
+    assert off.families == ("cyclic_garbage",), off
+    assert decide(Evidence(losses, "python_objects", frozenset({"python_objects"}), collector_off=True)).families != ("cyclic_garbage",)
+    assert decide(Evidence(losses, "cpu_tensors", frozenset({"cpu_tensors"}))).families != ("cyclic_garbage",)
+
+
+def test_multiprocessings_after_fork_registry_is_a_registry_of_callbacks():
+    """A thread-local that multiprocessing's proxies make in every new thread registers an after-fork
+    cleaner each time: its registry is keyed by tuples, and is no cache."""
+    chain = _chain(("module global", "multiprocessing.util._afterfork_registry", "weakref.WeakValueDictionary", "object"),
+                   ("attribute", ".data", "dict", "container"), ("key", "key", "tuple", "container"),
+                   ("grown", "[*]", "function", "callable"))
+    decision = decide(Evidence(chain, "python_objects", frozenset({"python_objects"})))
+    assert decision.families == ("registered_callbacks",) and "_afterfork_registry" in decision.why, decision
+
