@@ -253,7 +253,8 @@ DEVICE_ALLOCATED = Resource(
     holds_tensors=True, census="objects", capacity=_device_memory)
 CPU_TENSORS = Resource(
     "cpu_tensors", "bytes of live CPU tensor storages, autograd-saved ones included",
-    "exact live CPU storage bytes, counted by a TorchDispatchMode through weak references", ("cpu",), _cpu_tensors,
+    "exact live CPU storage bytes, counted by a TorchDispatchMode through weak references (set aside while torch.jit traces: "
+    "what a trace makes goes uncounted)", ("cpu",), _cpu_tensors,
     exact=True, quantum=1, floor=0, plateau_min=64 * KiB, budget=512 * MiB, release_tolerance=64 * KiB, rank=1,
     holds_tensors=True, census="objects", capacity=_host_memory, tensor_counter=True)
 PINNED_HOST = Resource(
