@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import functools
 import importlib
 import importlib.util
 import json
@@ -253,18 +254,14 @@ def terminate_on_sigterm() -> None:
         _children_end_on_sigterm()
 
 
-_FORK_HOOK = []
-
-
+@functools.cache  # registered once: os.register_at_fork cannot unregister
 def _children_end_on_sigterm() -> None:
     """A child forked from here (a DataLoader worker, a pool's process) gets SIGTERM's default back
     at once: a handler written in Python runs only when the child's main thread next runs Python,
     and a signal that lands on another of its threads (the worker_objects sampler) left a worker
     asleep in a C call alive until that call returned (60 s, measured in the test suite)."""
-    if _FORK_HOOK or not hasattr(os, "register_at_fork"):
-        return
-    _FORK_HOOK.append(True)
-    os.register_at_fork(after_in_child=_default_sigterm)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_default_sigterm)
 
 
 def _default_sigterm() -> None:

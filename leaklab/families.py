@@ -436,9 +436,13 @@ def _collector_keeps(e: Evidence) -> str | None:
     return "the garbage collector's own list (gc.garbage) keeps every cycle it finds" if e.links and e.links[0].name == "gc.garbage" else None
 
 
-_TENSOR_MEMORY = frozenset({"cpu_tensors", "device_allocated"})
 # What reference cycles hold: Python's objects, and the tensors and heap behind them.
 _CYCLES_HOLD = frozenset({"python_objects", "host_heap", "cpu_tensors", "device_allocated", "device_reserved"})
+
+
+def _holds_tensors(name: str | None) -> bool:
+    from leaklab.resources import BY_NAME  # imports torch: only where a rule needs it
+    return name in BY_NAME and BY_NAME[name].holds_tensors
 
 
 def _collector_off(e: Evidence) -> str | None:
@@ -446,7 +450,7 @@ def _collector_off(e: Evidence) -> str | None:
     (what grew is reachable from no root: reference cycles only a collection would free)."""
     # A chain to numbers or strings holds no tensor: it does not explain tensors that grow (a list
     # of each fold's loss, beside models that only their cycles keep).
-    values_only = e.held is not None and e.held.kind == "value" and e.headline in _TENSOR_MEMORY
+    values_only = e.held is not None and e.held.kind == "value" and _holds_tensors(e.headline)
     unreached = not e.links or e.links[0].what == GRAPHS_ONLY or values_only
     if e.collector_off and unreached and e.headline in _CYCLES_HOLD:
         return "the program turned the garbage collector off, and no holder was found: reference cycles it never frees"

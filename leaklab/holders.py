@@ -400,13 +400,9 @@ def _walk(grown: list[Any], named: dict[int, str], ignore: list[Any], deadline: 
             # A loop, not a generator expression: one would put ``parent`` in a closure cell,
             # which the walk would then find holding everything it walked.
             for orphan in frontier:
-                if id(orphan) in referred:
-                    continue
-                if _callback(orphan, parent):
-                    outside = Chain(links_down(orphan, parent[id(orphan)], (OUTSIDE, _callable_name(orphan)), parent))
-                    break
-                if _callback_list(orphan, parent):
-                    outside = Chain(links_down(orphan, parent[id(orphan)], (OUTSIDE, _list_name(orphan)), parent))
+                name = _held_outside(orphan, parent) if id(orphan) not in referred else None
+                if name is not None:
+                    outside = Chain(links_down(orphan, parent[id(orphan)], (OUTSIDE, name), parent))
                     break
         # One gc.get_referrers call compares every referent of every object with each object
         # of the frontier, and cannot be stopped: a level is kept to its first objects.
@@ -441,17 +437,17 @@ def _callback(obj: Any, parent: dict[int, Any]) -> bool:
     return isinstance(obj, types.MethodType) and below is obj.__self__
 
 
-def _callback_list(obj: Any, parent: dict[int, Any]) -> bool:
-    """Whether ``obj`` is a list that nothing in Python holds, holding the callable the walk came
-    up through: the interpreter's own lists of registered functions (``os.register_at_fork``'s,
-    ``codecs.register``'s search functions) are plain lists that only C refers to."""
-    below = parent.get(id(obj))
-    return type(obj) is list and isinstance(below, (types.FunctionType, types.MethodType))
-
-
-def _list_name(obj: list) -> str:
-    return (f"a list of {len(obj)} callables held outside Python (os.register_at_fork, codecs.register, "
-            "a C library's callbacks)")
+def _held_outside(orphan: Any, parent: dict[int, Any]) -> str | None:
+    """The name of a root outside Python, where ``orphan`` (nothing in Python refers to it) is one:
+    a callback (:func:`_callback`), or a list holding the callable the walk came up through (the
+    interpreter's own lists of registered functions, ``os.register_at_fork``'s and
+    ``codecs.register``'s, are plain lists that only C refers to). None otherwise."""
+    if _callback(orphan, parent):
+        return _callable_name(orphan)
+    if type(orphan) is list and isinstance(parent.get(id(orphan)), (types.FunctionType, types.MethodType)):
+        return (f"a list of {len(orphan)} callables held outside Python (os.register_at_fork, codecs.register, "
+                "a C library's callbacks)")
+    return None
 
 
 def _callable_name(obj: Any) -> str:

@@ -350,26 +350,25 @@ class _TracesSetAside:
     @classmethod
     def enter(cls) -> None:
         cls.entered += 1
-        if cls.entered > 1:
-            return
-        import torch.jit._trace as tracing
-        for name in _TRACE_ENTRY_POINTS:
-            for namespace in (tracing, torch.jit):
-                original = getattr(namespace, name, None)
-                if original is not None and not hasattr(original, "__leaklab_original__"):
-                    setattr(namespace, name, _set_aside_while_tracing(original))
+        if cls.entered == 1:
+            for namespace, name, found in _trace_entry_points():
+                if not hasattr(found, "__leaklab_original__"):
+                    setattr(namespace, name, _set_aside_while_tracing(found))
 
     @classmethod
     def exit(cls) -> None:
         cls.entered = max(cls.entered - 1, 0)
-        if cls.entered:
-            return
-        import torch.jit._trace as tracing
-        for name in _TRACE_ENTRY_POINTS:
-            for namespace in (tracing, torch.jit):
-                patched = getattr(namespace, name, None)
-                if hasattr(patched, "__leaklab_original__"):
-                    setattr(namespace, name, patched.__leaklab_original__)
+        if cls.entered == 0:
+            for namespace, name, found in _trace_entry_points():
+                if hasattr(found, "__leaklab_original__"):
+                    setattr(namespace, name, found.__leaklab_original__)
+
+
+def _trace_entry_points() -> list[tuple[Any, str, Any]]:
+    """(namespace, name, what is there now) for each tracing entry point torch has."""
+    import torch.jit._trace as tracing
+    return [(namespace, name, getattr(namespace, name)) for name in _TRACE_ENTRY_POINTS
+            for namespace in (tracing, torch.jit) if getattr(namespace, name, None) is not None]
 
 
 class LiveTensorBytes(TorchDispatchMode):

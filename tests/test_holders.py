@@ -141,36 +141,39 @@ def make_cleanup():
     return cleanup
 
 
-def test_a_closure_registered_outside_python_is_named_by_its_function_then_its_variable():
-    cleanup = make_cleanup()
-    table = cleanup.__closure__[0].cell_contents
-    atexit.register(cleanup)
-    kept = weakref.ref(cleanup)
-    del cleanup
+def _chain_while_registered(callback, register, unregister) -> Chain:
+    """The chain to what ``callback``'s closure holds, while only ``register``'s registry (outside
+    Python) keeps the callback; unregistered after."""
+    grown = [callback.__closure__[0].cell_contents]
+    register(callback)
+    kept = weakref.ref(callback)
+    del callback
     try:
-        chain = _frozen(functools.partial(_chain, [table]))
+        return _frozen(functools.partial(_chain, grown))  # no closure of this test in the way
     finally:
-        atexit.unregister(kept())
+        unregister(kept())
+
+
+def test_a_closure_registered_outside_python_is_named_by_its_function_then_its_variable():
+    chain = _chain_while_registered(make_cleanup(), atexit.register, atexit.unregister)
     assert chain.found, chain.missing
     assert chain.links[0].what == OUTSIDE and "make_cleanup.<locals>.cleanup" in chain.links[0].name, chain
     assert [link.name for link in chain.links[1:]] == ["make_cleanup.<locals>.table"]  # one link: the variable
+
+
+def make_search():
+    table = torch.zeros(4)
+
+    def search(name):  # a codec search function: None is "not mine"
+        return None if table.sum() else None
+    return search
 
 
 def test_a_callable_in_a_list_only_the_interpreter_holds_is_named_by_that_list():
     """codecs.register (and os.register_at_fork) keep their functions in a plain list that only
     C refers to: the walk ends at that list, which is a list of callbacks held outside Python,
     not "every path ends where Python cannot see"."""
-    table = torch.zeros(4)
-
-    def search(name):
-        return None if table.sum() else None
-    codecs.register(search)
-    kept = weakref.ref(search)
-    del search
-    try:
-        chain = _frozen(functools.partial(_chain, [table]))
-    finally:
-        codecs.unregister(kept())
+    chain = _chain_while_registered(make_search(), codecs.register, codecs.unregister)
     assert chain.found, chain.missing
     assert chain.links[0].what == OUTSIDE and "callables held outside Python" in chain.links[0].name, chain
     assert _types(chain)[:2] == ["list", "function"]
