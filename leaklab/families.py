@@ -28,6 +28,9 @@ class Evidence:
     rates: Mapping[str, float] = field(default_factory=dict)   # resource -> log10 of its growth a step
     collector_off: bool = False   # the program turned the garbage collector off (read uncollected)
     flat: frozenset[str] = frozenset()   # watched resources that stayed bounded (not merely unwatched)
+    # The containers the step reaches that gained items in most steps, as a census found them (path,
+    # type of what it gains, its kind): what the walk from what grew may not pass through.
+    gaining: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def links(self) -> list[Link]:
@@ -192,7 +195,22 @@ def _module_hooks(e: Evidence) -> str | None:
         if tensor.kind == "tensor" and box.kind == "container" and hook.kind == "callable":
             return f"a {_short(box)} (of a {_short(tensor)}) that gains a {_short(hook)} every step"
     link = _first(links, lambda link: link.type.startswith(_TORCH_HOOK_HANDLE))
-    return f"callbacks registered every step (RemovableHandle entries kept by {e.root})" if link else None
+    if link is not None:
+        return f"callbacks registered every step (RemovableHandle entries kept by {e.root})"
+    return _hooks_gaining(e)
+
+
+def _hooks_gaining(e: Evidence) -> str | None:
+    """A census saw a module's hook dict gain a callable every step, or a container gain torch's
+    hook handles: each hook left registered keeps what it closes over (the explainer, the
+    activations) that the walk from what grew named instead."""
+    for path, gains, kind in e.gaining:
+        attribute = path.rsplit(".", 1)[-1] if "." in path else ""
+        if kind == "callable" and _MODULE_HOOKS.match(f".{attribute}"):
+            return f"a hook dict ({path}) that gains a {gains} every step"
+        if gains == _TORCH_HOOK_HANDLE:
+            return f"torch's hook handles kept every step ({path} gains one)"
+    return None
 
 
 def _rewrapped(e: Evidence) -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from leaklab import resources as known
 from leaklab.attribution import graph_sizes, reachable_tensors
+from leaklab.chain import kind_of
 from leaklab.measure import file_mappings
 from leaklab.verdict import Filling, PlainData
 
@@ -237,16 +238,27 @@ def longer(before: Census, after: Census, steps: int) -> list[tuple[int, str]]:
                    and piles_up(after.sizes[path] - before.sizes[path], steps)), reverse=True)
 
 
+def gaining(before: Census, after: Census, steps: int) -> list[dict[str, Any]]:
+    """The containers the step reaches that got longer, as data, most first: the path, the type
+    and kind (:func:`leaklab.chain.kind_of`) of what each gains, and the items it gains a step.
+    The families' rules read it (a module's hook dict gaining a function a step is a hook left
+    registered, whatever the walk from what grew named)."""
+    found = []
+    for added, path in longer(before, after, steps)[:MAX_LINES]:
+        element = _last_element(after.containers[path])
+        found.append({"path": path, "gains": _type_name(element) if element is not None else "item",
+                      "kind": kind_of(element) if element is not None else "object", "per_step": round(added / steps, 2)})
+    return found
+
+
 def _object_growth(before: Census, after: Census, steps: int) -> list[str]:
     """Containers the step reaches that got longer (with the type of what they gain), then the
     types that pile up that no such container explains."""
     lines, explained = [], set()
-    longer_ones = longer(before, after, steps)
-    for added, path in longer_ones[:MAX_LINES]:
-        element = _last_element(after.containers[path])
-        what = _type_name(element) if element is not None else "item"
-        explained.add(what)
-        lines.append(f"+{_per_step(added, steps)} {what}/step in {path} ({_describe(after.containers[path])})")
+    for gain in gaining(before, after, steps):
+        explained.add(gain["gains"])
+        lines.append(f"+{_per_step(gain['per_step'] * steps, steps)} {gain['gains']}/step in {gain['path']} "
+                     f"({_describe(after.containers[gain['path']])})")
     # The check's own objects (the tensor counter's entries, a census's) are not the step's growth.
     grew = collections.Counter({name: n for name, n in (after.types - before.types).items()
                                 if piles_up(n, steps) and not name.startswith(_OWN)})
@@ -336,4 +348,4 @@ def _describe(obj: Any) -> str:
     return f"a {_type_name(obj)}"
 
 
-__all__ = ["Census", "filling", "growth", "is_plain", "kinds", "longer", "plain_growth", "take"]
+__all__ = ["Census", "filling", "gaining", "growth", "is_plain", "kinds", "longer", "plain_growth", "take"]

@@ -130,6 +130,7 @@ class Report:
     sites: list[Site] = field(default_factory=list)
     history: str | None = None         # growing autograd history, for host-heap leaks
     growth: dict[str, list[str]] = field(default_factory=dict)  # per resource: what grows, named (leaklab.growth)
+    gaining: list[dict[str, Any]] = field(default_factory=list)  # containers that got longer, as data (growth.gaining)
     holder: list[dict[str, str]] | None = None  # what holds it: root first, links {what, name, type, kind} (leaklab.holders)
     holder_missing: str | None = None  # why no holder chain was found ("not found in time", ...)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each stage of the run
@@ -437,6 +438,7 @@ class Report:
             "sites": [asdict(site) for site in self.sites],
             "history": self.history,
             **({"growth": self.growth} if self.growth else {}),
+            **({"gaining": self.gaining} if self.gaining else {}),
             **({"holder": self.holder} if self.holder is not None else {}),
             **({"holder_missing": self.holder_missing} if self.holder_missing else {}),
             **({"signature": self.signature} if self.signature else {}),
@@ -492,7 +494,7 @@ _DERIVED = ("verdict", "exit_code", "summary", "resource", "per_step_bytes", "sa
 _FIELDS = ("step_seconds", "metrics", "error", "traceback", "failed_step", "stage", "stopped_by_budget",
            "stopped_in_warmup", "budget_moved", "leftover", "children", "children_left", "kept_children", "restarts", "confirmed_steps",
            "uncertain", "changed", "records", "crept", "long_pass_steps", "filled", "paused", "pass_stopped", "garbage", "collector_off", "counters", "history",
-           "growth", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
+           "growth", "gaining", "phase_seconds", "signature", "resembles", "holder", "holder_missing")
 _KEYS = {*_DERIVED, *_FIELDS, "name", "device", "device_name", "torch", "steps", "warmup", "sites", "resources"}
 
 

@@ -747,6 +747,8 @@ def _name_growth(run: _Run, censuses: _Censuses | None = None) -> None:
         censuses.after = censuses.take(step, probe, first=False)
     if censuses.cover(what):
         run.found["growth"] = growth.growth(censuses.before, censuses.after, censuses.steps, what)
+        if "objects" in what:
+            run.found["gaining"] = growth.gaining(censuses.before, censuses.after, censuses.steps)
         run.found["holder"], run.found["holder_missing"] = holders.fields(
             holders.name_holder(censuses.before, censuses.after, censuses.steps, step, ignore=probe.kept_garbage()))
         if "objects" in what and run.found.get("history") is None:

@@ -62,12 +62,14 @@ class Signature:
     collector_off: bool = False                              # the program turned the garbage collector off
     graph: str | None = None                                 # what a growing autograd graph is (leaklab.chain.GRAPH_SHAPES)
     flat: tuple[str, ...] = ()                               # watched resources that stayed bounded
+    gaining: tuple[tuple[str, str, str], ...] = ()           # containers a census saw gain items (families.Evidence)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["families"] = list(self.families) if self.families is not None else None
         data["flat"] = list(self.flat)
-        for key in ("collector_off", "graph", "flat"):
+        data["gaining"] = [list(gain) for gain in self.gaining]
+        for key in ("collector_off", "graph", "flat", "gaining"):
             if not data[key]:
                 del data[key]  # as signatures were before it was kept
         return data
@@ -78,6 +80,7 @@ class Signature:
         return cls(**{key: data.get(key) for key in ("headline", "holder", "held", "pattern", "why", "bounded", "kept", "rule", "box", "graph")},
                    grows=dict(data.get("grows") or {}), garbage=bool(data.get("garbage")),
                    collector_off=bool(data.get("collector_off")), flat=tuple(data.get("flat") or ()),
+                   gaining=tuple(tuple(gain) for gain in data.get("gaining") or ()),
                    families=tuple(families) if families is not None else None, ranks=int(data.get("ranks") or 1))
 
 
@@ -116,7 +119,9 @@ def evidence(report: Any) -> Evidence:
     flat = frozenset(name for name, result in report.resources.items() if result.verdict == BOUNDED)
     objects = (report.garbage or {}).get("objects") or []
     garbage = bool(objects) and sorted(objects)[len(objects) // 2] > 0
-    return Evidence(chain, report.resource, growing, garbage, _rates(report, growing), report.collector_off, flat)
+    gaining = tuple((gain["path"], gain["gains"], gain["kind"]) for gain in report.gaining or ())
+    return Evidence(chain, report.resource, growing, garbage, _rates(report, growing), report.collector_off, flat,
+                    gaining)
 
 
 def _rates(report: Any, growing: frozenset[str]) -> dict[str, float]:
@@ -146,7 +151,7 @@ def signature(report: Any, ranks: int = 1) -> Signature | None:
     holder = decision.holder or (known.BY_NAME[headline].holder if headline in known.BY_NAME else None)
     return Signature(rates, headline, holder, held_kind, found.garbage, _pattern(report, headline), families,
                      decision.why, decision.bounded, decision.kept, ranks, decision.rule, _box(found),
-                     found.collector_off, _graph_shape(found), tuple(sorted(found.flat)))
+                     found.collector_off, _graph_shape(found), tuple(sorted(found.flat)), found.gaining)
 
 
 def _graph_shape(found: Evidence) -> str | None:
@@ -160,7 +165,7 @@ def redecide(mine: Signature, holder: list[dict[str, str]] | None, missing: str 
     if holder is None and missing is None:
         return mine
     found = Evidence(chain_from_json(holder, missing), mine.headline, frozenset(mine.grows), mine.garbage, mine.grows,
-                     mine.collector_off, frozenset(mine.flat))
+                     mine.collector_off, frozenset(mine.flat), mine.gaining)
     decision = decide(found)
     return replace(mine, families=decision.families, why=decision.why, bounded=decision.bounded, kept=decision.kept, rule=decision.rule,
                    holder=decision.holder or mine.holder, held=_held(found.held) or mine.held, box=_box(found),

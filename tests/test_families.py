@@ -549,3 +549,23 @@ def test_multiprocessings_after_fork_registry_is_a_registry_of_callbacks():
     decision = decide(Evidence(chain, "python_objects", frozenset({"python_objects"})))
     assert decision.families == ("registered_callbacks",) and "_afterfork_registry" in decision.why, decision
 
+
+
+def test_a_hook_dict_a_census_saw_gain_a_callable_every_step_is_registered_callbacks():
+    """tensorwatch's Grad-CAM: an explainer made per request registers a forward hook that keeps
+    its own list of outputs. The walk from the outputs that grew names the list; the census saw
+    the module's hook dict gain a function every step, which is the leak (each hook left keeps
+    its list). A container that gains functions elsewhere, or a hook dict that gains tensors
+    (an extractor's outputs below it), is not read as one."""
+    kept = _chain(("closure cell", "Explainer.__init__.<locals>.self", "Explainer", "object"),
+                  ("attribute", ".outputs", "list", "container"), TENSOR)
+    hooks = (("model._modules['avgpool']._forward_hooks", "function", "callable"),)
+    decision = decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"}), gaining=hooks))
+    assert decision.families == ("registered_callbacks",) and decision.rule == "_module_hooks", decision
+    assert "_forward_hooks" in decision.why
+    handles = (("model.hook_dict['blocks.1'].bwd_hooks", "torch.utils.hooks.RemovableHandle", "object"),)
+    assert decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"}), gaining=handles)).rule == "_module_hooks"
+    for other in ((("model.jobs", "function", "callable"),),
+                  (("model._modules['3']._forward_hooks[9].outputs", "torch.Tensor", "tensor"),), ()):
+        assert decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"}), gaining=other)).families == (
+            "container_keeps_tensors",), other

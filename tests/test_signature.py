@@ -364,3 +364,16 @@ def test_the_catalogs_worker_entries_are_told_apart_by_what_their_workers_reside
     assert "worker_resident" in cpu["cow_dataset_workers"].get("flat", [])
     assert "worker_resident" not in cpu["persistent_workers_cache"].get("flat", [])
     assert cpu["persistent_workers_cache"].get("rule") == "_persistent_workers"
+
+
+def test_a_hook_left_registered_is_named_from_the_census_where_the_walk_names_its_list():
+    """The walk from the outputs that grew ends at each explainer's list; the census saw the
+    module's hook dict gain a function every step, and that decides the family, in the report's
+    JSON as data and in its signature."""
+    report = run_script(EDGES, "explainer_hook_per_step", "cpu", RunOptions())
+    assert report.verdict == "grows"
+    assert any(gain["path"].endswith("._forward_hooks") and gain["kind"] == "callable" for gain in report.gaining)
+    assert report.to_json()["gaining"] == report.gaining
+    found = signature(report)
+    assert found.families == ("registered_callbacks",) and "_forward_hooks" in found.why, found
+    assert Signature.from_json(found.to_json()) == found

@@ -319,6 +319,27 @@ def hook_partial_per_step(device):
     return lambda: model.register_forward_hook(functools.partial(log_output, "linear"))
 
 
+class _Explainer:
+    """An explainer per request (tensorwatch's Grad-CAM): its hook keeps every output it sees."""
+
+    def __init__(self, model):
+        self.outputs = []
+        model.register_forward_hook(lambda module, inputs, output: self.outputs.append(output.detach().clone()))
+
+
+def explainer_hook_per_step(device):
+    """A forward hook registered with a new explainer every step, never removed: every hook left
+    keeps its explainer's list of outputs, which the walk from the outputs that grew reaches first."""
+    model = torch.nn.Linear(4, 4).to(device)
+    inputs = torch.randn(2, 4, device=device)
+
+    def step():
+        _Explainer(model)
+        model(inputs)
+
+    return step
+
+
 def _scratch_file(pages):
     folder = tempfile.mkdtemp(prefix="leaklab_edge_")
     path = os.path.join(folder, "data.bin")
