@@ -43,10 +43,13 @@ if [[ ${BENCH:-1} != 0 ]]; then
     --note "leaklab bench --device cuda on the lent $GPU (device tool), $WHEN"
 fi
 # MATCHING=1: held-out leaky steps from public reports, each checked and matched to the catalog.
-# MATCHING_ROUNDS=12 (or 11,12): only those rounds' steps, their rows merged into the committed file's.
+# MATCHING_ROUNDS=12 (or 11,12): only those rounds' steps, their rows merged into the committed file's;
+# MATCHING_STEPS_FILE=names.txt: only the steps named there (comma-separated), merged the same way.
 if [[ ${MATCHING:-0} != 0 ]]; then
-  [[ -n ${MATCHING_ROUNDS:-} && -f results/$CARD-matching-torch$TORCH.json ]] && cp "results/$CARD-matching-torch$TORCH.json" "$OUT/"
+  STEPS=$([[ -n ${MATCHING_STEPS_FILE:-} ]] && cat "$MATCHING_STEPS_FILE")
+  [[ -n ${MATCHING_ROUNDS:-}$STEPS && -f results/$CARD-matching-torch$TORCH.json ]] && cp "results/$CARD-matching-torch$TORCH.json" "$OUT/"
   timeout ${MATCHING_LIMIT:-450} python3 -m leaklab bench --device cuda --matching ${MATCHING_ROUNDS:+--rounds $MATCHING_ROUNDS} \
+    ${STEPS:+--steps $STEPS} \
     --results "$OUT/$CARD-matching-torch$TORCH.json" \
     --note "leaklab bench --matching on the lent $GPU (device tool), $WHEN" 2>&1 | tail -14
 fi
