@@ -557,6 +557,7 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
     chain = Chain([], "not found: nothing grew that Python can see")
     graphs_only: Chain | None = None
     current: Chain | None = None
+    unboxed: Chain | None = None
     for name in ranked:
         found = by_type.pop(name)
         # A kept tensor with an autograd graph keeps more than itself (its graph's nodes): where
@@ -579,10 +580,25 @@ def find_holder(before: Any, after: Any, steps: int, step: Any = None, ignore: I
             graphs_only = graphs_only or chain  # a last resort: another type's walk may name a root
         elif chain.found and name == PARAMETER and _structure_only(chain):
             current = current or chain  # a module's current parameters, not what piles up: the next type first
+        elif chain.found and _unboxed(chain):
+            # No container between a root and what grew: the step's current state (this step's
+            # tensor in a closure cell, a generator's frame), which one object at a time cannot
+            # explain piling up. A container the census saw gain that type every step does.
+            boxed = _longer_container(before, after, steps, named, censuses, deadline, seeds, gains=name)
+            if boxed is not None and boxed.found:
+                return boxed
+            unboxed = unboxed or chain
         elif chain.found:
             return chain
     return (_longer_container(before, after, steps, named, censuses, deadline, seeds) or graphs_only or current
-            or _larger_tensor(before, after, steps, step, named, censuses, deadline, seeds) or chain)
+            or unboxed or _larger_tensor(before, after, steps, step, named, censuses, deadline, seeds) or chain)
+
+
+def _unboxed(chain: Chain) -> bool:
+    """Whether the chain reaches what grew with no container on the way, from a root in Python
+    (not a callback only C holds, nor an lru_cache named by its wrapper)."""
+    return (chain.links[0].what != OUTSIDE and not chain.links[0].type.startswith("functools._lru_cache_wrapper")
+            and not any(link.kind in ("container", "graph") for link in chain.links))
 
 
 _KEPT = ("tensor", "module", "optimizer", "thread", "file", "mapping")
@@ -639,10 +655,12 @@ def children_holder(pids: Iterable[int], step: Any = None, seconds: float = SECO
 
 
 def _longer_container(before: Any, after: Any, steps: int, named: dict[int, str], ignore: list[Any],
-                      deadline: float, seeds: list[tuple[str, str, Any]]) -> Chain | None:
+                      deadline: float, seeds: list[tuple[str, str, Any]], gains: str | None = None) -> Chain | None:
     """The chain to the step's container that got longest (what it gains need not be tracked by
-    the collector: bytes, numbers), with a link for what it gains."""
-    longer_ones = growth.longer(before, after, steps)
+    the collector: bytes, numbers), with a link for what it gains; ``gains``: the longest of
+    those that gain objects of that type."""
+    longer_ones = [(added, path) for added, path in growth.longer(before, after, steps)
+                   if gains is None or type_name(_last(after.containers[path])) == gains]
     if not longer_ones:
         return None
     _, path = longer_ones[0]

@@ -751,3 +751,27 @@ def test_a_function_wrapped_again_every_step_is_named_where_it_is_installed():
     assert report.holder, report.holder_missing
     assert report.holder[-1]["what"] == "wrapped again every step" and report.holder[-1]["name"] == ".attention", report.holder
     assert signature(report).families == ("registered_callbacks",), report.summary()
+
+
+def test_the_steps_current_tensor_is_not_what_piles_up_a_container_the_census_saw_gain_it_is():
+    """rotary_cache_per_length (round 2): each step's tensor is kept in a cache by its length, and
+    the newest is also the step's current one, one hop from a closure cell. The walk from the
+    newest tensors named that cell (one tensor, no container: nothing that piles up); the census
+    saw the cache gain a tensor every step, and that is the holder."""
+    import leaklab
+
+    def make_step():
+        cache = {}
+        current = None
+
+        def step():
+            nonlocal current
+            current = torch.randn(len(cache) + 64)
+            cache[len(cache)] = current
+        return step
+
+    report = leaklab.check(make_step(), steps=12, warmup=3)
+    assert report.verdict == "grows"
+    names = [link["name"] for link in report.holder or []]
+    assert any(name.endswith("cache") for name in names), report.holder
+    assert (report.signature or {}).get("families") == ["cache_by_argument"], report.signature
