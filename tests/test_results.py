@@ -124,6 +124,24 @@ def test_verdict_changes_decide_the_exit_code(tmp_path, capsys, old, new, code):
     assert _compare(tmp_path, capsys, document(*old), document(*new))[0] == code
 
 
+def test_a_step_that_raised_in_a_pass_the_check_added_raised_for_compare_too(tmp_path, capsys):
+    """gradscaler_new_optimizer's leak raises when CPython reuses a freed optimizer's address: in one
+    H100 run that came in the confirmation pass (its verdict grows, the pass stopped by the error),
+    in the next in the series (raises). Its expectations read both as raising; compare did not, and
+    flagged each change as a regression both ways."""
+    def document(leak):
+        return _document(leak, _run("a", "fix"))
+
+    raised_late = _run("a", "leak", "grows", per_step=8192.0)
+    raised_late["pass_stopped"] = "the confirmation stopped at step 26: RuntimeError: boom"
+    raised_now = _run("a", "leak", "raises")
+    for old, new in ((raised_late, raised_now), (raised_now, raised_late)):
+        code, out, _ = _compare(tmp_path, capsys, document(old), document(new))
+        assert code == 0 and "verdict" not in out, out
+    code, out, _ = _compare(tmp_path, capsys, document(_run("a", "leak", "grows", per_step=8192.0)), document(raised_late))
+    assert code == 1 and "grows -> raises" in out.replace("  ", " ").replace("  ", " "), out
+
+
 def test_bytes_per_step_change_is_reported_not_failed(tmp_path, capsys):
     new = _document(_run("a", "leak", "grows", per_step=3 * 8192.0), _run("a", "fix"))
     code, out, _ = _compare(tmp_path, capsys, _document(*PAIR), new)
