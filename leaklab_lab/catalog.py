@@ -632,7 +632,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "answers committed before it was measured at those rules; one step raised there (torch.jit.trace under the tensor "
                  "counter, mended in f882212 and measured again); then two rules were fixed on its misses (a list of numbers "
                  "explains no tensors with the collector off; multiprocessing's after-fork registry is one of callbacks): "
-                 "no longer held out)"}
+                 "no longer held out)",
+           "25": "round 25 (written blind to the rules of 4c2392e, by five helpers who neither read the rules nor ran the "
+                 "check on their steps; its answers committed before it was measured)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:
