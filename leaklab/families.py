@@ -490,6 +490,19 @@ def _exception(e: Evidence) -> str | None:
     return f"kept exceptions whose frames hold what grows, in {e.root}" if link else None
 
 
+def _parameters_kept(e: Evidence) -> str | None:
+    """New parameters that pile up in a container with no module between: a parameter is made only
+    where a layer or a model is built (ops on one return plain tensors), so a list that gains
+    parameters every step keeps every model built (a graph that collects each model's variables)."""
+    held = e.held
+    if held is None or held.type != PARAMETER or len(e.links) < 2:
+        return None
+    box = e.links[-2]
+    if box.kind != "container" or MODULE_TABLES.match(box.name) or not _CONTAINERS.match(box.type):
+        return None
+    return f"a {box.type.split(' ')[0]} ({box.name.lstrip('.') or e.root}) that gains the parameters of a model built every step"
+
+
 def _container(e: Evidence) -> str | None:
     held = e.held
     # A module's own tables keep its parameters and buffers, not one more every step: where the walk
@@ -602,6 +615,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("descriptors_not_closed",), "descriptors", _resource(("open_fds",), "open descriptors grow")),
     Rule(("registry_keeps_objects",), "container", _registry_of(("module", "optimizer", "object")),
          kept=_kept_by(("module", "optimizer", "object"))),
+    Rule(("registry_keeps_objects",), "container", _parameters_kept, kept=lambda e: "module"),
     Rule(("container_keeps_tensors",), "container", _container),
     Rule(("threads_not_joined",), "threads", _resource(("threads",), "threads grow")),
     Rule(("mapped_files_kept",), "mappings", _resource(("mapped_files", "mapped_file_bytes"), "file mappings grow")),

@@ -634,7 +634,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "explains no tensors with the collector off; multiprocessing's after-fork registry is one of callbacks): "
                  "no longer held out)",
            "25": "round 25 (written blind to the rules of 4c2392e, by five helpers who neither read the rules nor ran the "
-                 "check on their steps; its answers committed before it was measured)"}
+                 "check on their steps; its answers committed before it was measured; after it was measured, the rule "
+                 "for parameters that pile up in a container with no module between was made on one of its misses: no "
+                 "longer held out)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

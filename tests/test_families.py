@@ -569,3 +569,18 @@ def test_a_hook_dict_a_census_saw_gain_a_callable_every_step_is_registered_callb
                   (("model._modules['3']._forward_hooks[9].outputs", "torch.Tensor", "tensor"),), ()):
         assert decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"}), gaining=other)).families == (
             "container_keeps_tensors",), other
+
+
+def test_parameters_that_pile_up_in_a_list_are_models_built_every_step():
+    """keras_kfold_models_in_default_graph (round 25): a backend graph collects every model's
+    variables in one list; a new parameter is made only where a layer is built, so the list keeps
+    every fold's model. A list of plain tensors, and a module's own parameter table, are not."""
+    kept = _chain(("module global", "m._BACKEND", "dict", "container"), ("item", "['graph']", "Graph", "object"),
+                  ("attribute", ".variables", "list", "container"), ("grown", "[*]", "torch.nn.parameter.Parameter", "tensor"))
+    decision = decide(Evidence(kept, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert decision.families == ("registry_keeps_objects",) and decision.kept == "module", decision
+    plain = _chain(*[(link.what, link.name, link.type, link.kind) for link in kept.links[:-1]], TENSOR)
+    assert decide(Evidence(plain, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",)
+    table = _chain(("closure cell", "make_step.<locals>.model", "Linear", "module"),
+                   ("attribute", "._parameters", "dict", "container"), ("grown", "['bias']", "torch.nn.parameter.Parameter", "tensor"))
+    assert decide(Evidence(table, "cpu_tensors", frozenset({"cpu_tensors"}))).families != ("registry_keeps_objects",)
