@@ -185,7 +185,8 @@ def _keyed_link(link: Link) -> bool:
 def _module_hooks(e: Evidence) -> str | None:
     """A torch module's own hook dict that gains an entry every step (or torch's hook handles
     kept): the catalog's hook entries are this mistake, and their fix (keep the handle, remove it)
-    is torch's API. Other registries of callbacks are :func:`_hooks`'."""
+    is torch's API. Where the chain names neither, a census that saw one gain entries decides
+    (:func:`_hooks_gaining`). Other registries of callbacks are :func:`_hooks`'."""
     links = e.links
     link = next((link for i, link in enumerate(links[:-1]) if _MODULE_HOOKS.match(link.name) and _gains_entries(links, i)), None)
     if link is not None:
@@ -494,10 +495,10 @@ def _parameters_kept(e: Evidence) -> str | None:
     """New parameters that pile up in a container with no module between: a parameter is made only
     where a layer or a model is built (ops on one return plain tensors), so a list that gains
     parameters every step keeps every model built (a graph that collects each model's variables)."""
-    held = e.held
-    if held is None or held.type != PARAMETER or len(e.links) < 2:
+    links = [link for link in e.links if link.kind != "graph"]  # what grew is the last of these (Evidence.held)
+    if len(links) < 2 or links[-1].type != PARAMETER:
         return None
-    box = e.links[-2]
+    box = links[-2]
     if box.kind != "container" or MODULE_TABLES.match(box.name) or not _CONTAINERS.match(box.type):
         return None
     return f"a {box.type.split(' ')[0]} ({box.name.lstrip('.') or e.root}) that gains the parameters of a model built every step"
