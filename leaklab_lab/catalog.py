@@ -703,6 +703,7 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
         misses += _misses(scored, document, "real-model ")
     out.append("")
     out += _first_measured(results)
+    out += _reader_agreement()
     if misses:
         out += ["Steps whose family was named wrong (or not at all):", "", *misses, ""]
     return out
@@ -730,6 +731,30 @@ def _first_measured(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
         for number, c in sorted(rounds.items(), key=lambda item: int(item[0])):
             out.append(f"| {number} | {_short_where(documents[filename])} | {c['commit']} | {c['first']} of {c['counted']} | "
                        f"{c['entry_first']} of {c['entry_counted']} | {c['no_entry_none']} of {c['no_entry_counted']} |")
+    return [*out, ""]
+
+
+READER_AGREEMENT = ROOT / "results" / "held-out" / "reader-agreement.json"
+
+
+def _reader_agreement() -> list[str]:
+    """How often a second reader, blind to the first, gave a sample of held-out steps the same answer
+    (tools/reader_agreement.py): the ceiling under rates scored against one reader's answers."""
+    try:
+        counts = json.loads(READER_AGREEMENT.read_text())["counts"]
+    except (OSError, ValueError, KeyError):
+        return []
+    link = "[held-out/reader-agreement.json](results/held-out/reader-agreement.json)"
+    rows = [("the second reader and the first", counts["readers"], "first"),
+            ("the check and the first reader (rematched with today's rules, fixed on these rounds' misses)", counts["check_and_first"], "first"),
+            ("the check and the second reader (same rules)", counts["check_and_second"], "second")]
+    out = [f"The answers above are one reader's. A second reader, blind to the first and to the check, answered {counts['steps']} "
+           f"held-out steps sampled from rounds 14 to 25 ({link}, [tools/reader_agreement.py](tools/reader_agreement.py)):", "",
+           "| who | same family | same entry, or both none | same entry where the first of the two named one | none where the first of the two said none |",
+           "| --- | --- | --- | --- | --- |"]
+    for who, c, first in rows:
+        out.append(f"| {who} | {c['family']} of {counts['steps']} | {c['entry']} of {counts['steps']} | "
+                   f"{c['same_entry_where_named']} of {c[f'{first}_named']} | {c['none_too']} of {c[f'{first}_none']} |")
     return [*out, ""]
 
 

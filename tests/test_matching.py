@@ -152,3 +152,35 @@ def test_only_the_named_steps_are_measured_and_said_so_and_an_unknown_name_is_ba
     assert note.startswith("1 of the steps of rounds 2 measured now (after a change)") and set(merged["rows"]) == set(first_two)
     whole, note = matching.merged_rows({"note": "earlier", "benchmarks": {"matching": {"rows": {}}}}, summary, "")
     assert note.startswith("rounds 2 measured now")
+
+
+def test_two_readers_answers_are_compared_step_by_step_and_rendered(tmp_path, monkeypatch):
+    """tools/reader_agreement.py: a step counts for the family where both name the same, for the entry
+    where both name the same or both none; docs/harness.md renders the counts from the file."""
+    import importlib.util
+    import json
+
+    from leaklab_lab import catalog
+
+    spec = importlib.util.spec_from_file_location("reader_agreement", Path(__file__).parents[1] / "tools" / "reader_agreement.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    answer = lambda family, entry: {"family": family, "entry": entry}  # noqa: E731
+    rows = {"same": {"first": answer("f", "e"), "second": answer("f", "e")},
+            "other_entry": {"first": answer("f", "e"), "second": answer("f", "d")},
+            "both_none": {"first": answer("g", None), "second": answer("g", None)},
+            "one_none": {"first": answer("g", None), "second": answer("h", "c")}}
+    assert tool._agree(rows, "first", "second") == {"family": 3, "entry": 2, "first_named": 2, "same_entry_where_named": 1,
+                                                    "first_none": 2, "none_too": 1}
+    assert tool._agree(rows, "second", "first") == {"family": 3, "entry": 2, "second_named": 3, "same_entry_where_named": 1,
+                                                    "second_none": 1, "none_too": 1}
+    counts = {"steps": 4, "readers": tool._agree(rows, "first", "second"),
+              "check_and_first": tool._agree(rows, "first", "second"), "check_and_second": tool._agree(rows, "second", "first")}
+    path = tmp_path / "agreement.json"
+    path.write_text(json.dumps({"counts": counts}))
+    monkeypatch.setattr(catalog, "READER_AGREEMENT", path)
+    table = catalog._reader_agreement()
+    assert "| the second reader and the first | 3 of 4 | 2 of 4 | 1 of 2 | 1 of 2 |" in table
+    assert "| the check and the second reader (same rules) | 3 of 4 | 2 of 4 | 1 of 3 | 1 of 1 |" in table
+    monkeypatch.setattr(catalog, "READER_AGREEMENT", tmp_path / "none.json")
+    assert catalog._reader_agreement() == []

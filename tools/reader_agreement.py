@@ -1,0 +1,139 @@
+"""How often two careful readers give a held-out step the same answer: the ceiling under the
+matching rates, which score the check against one reader's answers (tests/data/fresh_steps.py's
+FAMILY and ENTRY).
+
+  python3 tools/reader_agreement.py sample DIR   # DIR/steps.md for a second reader, blind to the first
+  python3 tools/reader_agreement.py record DIR   # DIR/second_reader.json against the first reader's answers:
+                                                 # results/held-out/reader-agreement.json
+
+``sample`` draws five steps of each of rounds 14 to 25 (a fixed seed, so that ``record`` draws the same
+ones), each with the comment block of its report and the prefixed helpers it uses. Comment lines that
+name a family, an entry or the catalog are left out: the first reader's answer shows in some of them
+("no entry fits, because..."). The second reader reads the catalog (cases/, CATALOG.md, docs/entries/),
+never tests/ or the check's rules, and writes {step: {"family": ..., "entry": slug or null}}.
+"""
+
+import ast
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from leaklab.files import atomic_write  # noqa: E402
+from leaklab.scripts import load_script  # noqa: E402
+
+STEPS = ROOT / "tests" / "data" / "fresh_steps.py"
+RESULT = ROOT / "results" / "held-out" / "reader-agreement.json"
+MATCHING = ROOT / "results" / "cpu-matching-torch2.14.1.json"
+ROUNDS, PER_ROUND, SEED = range(14, 26), 5, 26
+_HELPER = re.compile(r"\b(_r\d+_\w+|_[A-Z][A-Z_0-9]+)\b")
+
+
+def _sample() -> tuple[list[str], dict[str, ast.AST], list[str], Path]:
+    module = load_script(STEPS)
+    source = STEPS.read_text()
+    definitions: dict[str, ast.AST] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            definitions[node.name] = node
+        for target in getattr(node, "targets", []):
+            if isinstance(target, ast.Name):
+                definitions[target.id] = node
+    rng = random.Random(SEED)
+    chosen = []
+    for number in ROUNDS:
+        names = sorted(name for name in module.FAMILY if module.ROUND.get(name) == number and name in definitions)
+        chosen += rng.sample(names, min(PER_ROUND, len(names)))
+    rng.shuffle(chosen)
+    return chosen, definitions, source.splitlines(), module
+
+
+def _text(node: ast.AST, lines: list[str], banned: re.Pattern[str]) -> str:
+    """The definition with the comment block right above it, less the lines that name an answer."""
+    start = (node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno) - 1
+    top = start
+    while top > 0 and lines[top - 1].startswith("#"):
+        top -= 1
+    comments = [line for line in lines[top:start] if not banned.search(line)]
+    body = [line.split("#", 1)[0].rstrip() if "#" in line and banned.search(line.split("#", 1)[1]) else line
+            for line in lines[start:node.end_lineno]]
+    return "\n".join(comments + body)
+
+
+def sample(folder: Path) -> None:
+    chosen, definitions, lines, _ = _sample()
+    slugs = [path.stem for path in (ROOT / "cases").glob("*.toml") if path.stem != "families"]
+    families = list(tomllib.loads((ROOT / "cases" / "families.toml").read_text()))
+    banned = re.compile(r"\b(entry|entries|catalog|family|families|" + "|".join(map(re.escape, slugs + families)) + r")\b", re.I)
+    parts = []
+    for number, name in enumerate(chosen, 1):
+        text = _text(definitions[name], lines, banned)
+        helpers, seen, todo = [], set(), sorted(set(_HELPER.findall(text)))
+        while todo:  # in the order first named, so that the same file comes out every time
+            helper = todo.pop(0)
+            if helper in seen or helper not in definitions:
+                continue
+            seen.add(helper)
+            helpers.append(_text(definitions[helper], lines, banned))
+            todo += sorted(set(_HELPER.findall(helpers[-1])) - seen)
+        parts.append(f"## Step {number}: {name}\n\n```python\n{text}\n\n# helpers it uses:\n" + "\n\n".join(helpers) + "\n```\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "steps.md").write_text("\n".join(parts))
+    print(f"{folder / 'steps.md'}: {len(chosen)} steps")
+
+
+def _check_answers() -> dict[str, dict[str, str | None]]:
+    """The check's answer for each held-out step of the CPU matching file, rematched with the rules as
+    they are now: its first suggestion's family and entry; where nothing is close, the one family the
+    evidence named and no entry; where it did not find growth, its verdict in both places."""
+    from leaklab.signature import Signature, load_entries, redecide
+    from leaklab_lab.matching import rematch
+
+    summary = json.loads(MATCHING.read_text())["benchmarks"]["matching"]
+    answers = {}
+    for name, row in rematch(summary, load_entries())["rows"].items():
+        if row["suggested"]:
+            answers[name] = {"family": row["suggested"][0][1], "entry": row["suggested"][0][0]}
+        elif row.get("verdict") != "grows" or not row.get("signature"):
+            answers[name] = {"family": row.get("verdict"), "entry": row.get("verdict")}
+        else:
+            decided = redecide(Signature.from_json(row["signature"]), row.get("holder"), row.get("holder_missing"))
+            families = tuple(decided.families or ())
+            answers[name] = {"family": families[0] if len(families) == 1 else None, "entry": None}
+    return answers
+
+
+def _agree(rows: dict[str, dict], a: str, b: str) -> dict[str, int]:
+    named = [row for row in rows.values() if row[a]["entry"]]
+    return {"family": sum(row[a]["family"] == row[b]["family"] for row in rows.values()),
+            "entry": sum(row[a]["entry"] == row[b]["entry"] for row in rows.values()),
+            f"{a}_named": len(named), "same_entry_where_named": sum(row[a]["entry"] == row[b]["entry"] for row in named),
+            f"{a}_none": len(rows) - len(named),
+            "none_too": sum(not row[b]["entry"] for row in rows.values() if not row[a]["entry"])}
+
+
+def record(folder: Path) -> None:
+    chosen, _, _, module = _sample()
+    second = json.loads((folder / "second_reader.json").read_text())
+    check = _check_answers()
+    rows = {name: {"round": module.ROUND[name], "first": {"family": module.FAMILY[name], "entry": module.ENTRY.get(name)},
+                   "second": {"family": second[name]["family"], "entry": second[name].get("entry")},
+                   "check": check.get(name, {"family": None, "entry": None})}
+            for name in chosen if name in second}
+    counts = {"steps": len(rows), "readers": _agree(rows, "first", "second"),
+              "check_and_first": _agree(rows, "first", "check"), "check_and_second": _agree(rows, "second", "check")}
+    atomic_write(str(RESULT), json.dumps({
+        "note": f"{PER_ROUND} steps of each of rounds {ROUNDS.start}-{ROUNDS.stop - 1} (seed {SEED}), a second reader blind to "
+                "the first (tools/reader_agreement.py); the check's answers from "
+                f"{MATCHING.name}, rematched with the rules as they are now (fixed on these rounds' misses: not held out)",
+        "counts": counts, "rows": rows}, indent=1))
+    print(RESULT, counts)
+
+
+if __name__ == "__main__":
+    {"sample": sample, "record": record}[sys.argv[1]](Path(sys.argv[2]))
