@@ -734,28 +734,34 @@ def _first_measured(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return [*out, ""]
 
 
-READER_AGREEMENT = ROOT / "results" / "held-out" / "reader-agreement.json"
+READER_AGREEMENTS = ROOT / "results" / "held-out"
 
 
 def _reader_agreement() -> list[str]:
-    """How often a second reader, blind to the first, gave a sample of held-out steps the same answer
+    """How often a second reader, blind to the first, gave held-out steps the same answer
     (tools/reader_agreement.py): the ceiling under rates scored against one reader's answers."""
-    try:
-        counts = json.loads(READER_AGREEMENT.read_text())["counts"]
-    except (OSError, ValueError, KeyError):
-        return []
-    link = "[held-out/reader-agreement.json](results/held-out/reader-agreement.json)"
-    rows = [("the second reader and the first", counts["readers"], "first"),
-            ("the check and the first reader (rematched with today's rules, fixed on these rounds' misses)", counts["check_and_first"], "first"),
-            ("the check and the second reader (same rules)", counts["check_and_second"], "second")]
-    out = [f"The answers above are one reader's. A second reader, blind to the first and to the check, answered {counts['steps']} "
-           f"held-out steps sampled from rounds 14 to 25 ({link}, [tools/reader_agreement.py](tools/reader_agreement.py)):", "",
-           "| who | same family | same entry, or both none | same entry where the first of the two named one | none where the first of the two said none |",
-           "| --- | --- | --- | --- | --- |"]
-    for who, c, first in rows:
-        out.append(f"| {who} | {c['family']} of {counts['steps']} | {c['entry']} of {counts['steps']} | "
-                   f"{c['same_entry_where_named']} of {c[f'{first}_named']} | {c['none_too']} of {c[f'{first}_none']} |")
-    return [*out, ""]
+    out = []
+    for path in sorted(READER_AGREEMENTS.glob("reader-agreement*.json")):
+        try:
+            document = json.loads(path.read_text())
+            counts, (first_round, last_round) = document["counts"], document["rounds"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        rounds = f"round {first_round}" if first_round == last_round else f"rounds {first_round} to {last_round}"
+        sampled = f"{document['sampled']} steps of each of {rounds}" if document.get("sampled") else f"every step of {rounds}"
+        link = f"[held-out/{path.name}](results/held-out/{path.name})"
+        rows = [("the second reader and the first", counts["readers"], "first"),
+                (f"the check (its rules at {document.get('rules_at', '?')}) and the first reader", counts["check_and_first"], "first"),
+                ("the check and the second reader", counts["check_and_second"], "second")]
+        out += [f"The answers above are one reader's. A second reader, blind to the first and to the check, answered {sampled}, "
+                f"{counts['steps']} held-out steps ({link}, [tools/reader_agreement.py](tools/reader_agreement.py)):", "",
+                "| who | same family | same entry, or both none | same entry where the first of the two named one | none where the first of the two said none |",
+                "| --- | --- | --- | --- | --- |"]
+        for who, c, first in rows:
+            out.append(f"| {who} | {c['family']} of {counts['steps']} | {c['entry']} of {counts['steps']} | "
+                       f"{c['same_entry_where_named']} of {c[f'{first}_named']} | {c['none_too']} of {c[f'{first}_none']} |")
+        out.append("")
+    return out
 
 
 def _time_to_verdict(results: list[tuple[str, dict[str, Any]]]) -> list[str]:

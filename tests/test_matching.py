@@ -176,11 +176,13 @@ def test_two_readers_answers_are_compared_step_by_step_and_rendered(tmp_path, mo
                                                     "second_none": 1, "none_too": 1}
     counts = {"steps": 4, "readers": tool._agree(rows, "first", "second"),
               "check_and_first": tool._agree(rows, "first", "second"), "check_and_second": tool._agree(rows, "second", "first")}
-    path = tmp_path / "agreement.json"
-    path.write_text(json.dumps({"counts": counts}))
-    monkeypatch.setattr(catalog, "READER_AGREEMENT", path)
+    (tmp_path / "reader-agreement-rounds9.json").write_text(json.dumps({"counts": counts, "rounds": [9, 9], "rules_at": "abc"}))
+    (tmp_path / "reader-agreement-broken.json").write_text("{")
+    monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path)
     table = catalog._reader_agreement()
+    assert "answered every step of round 9, 4 held-out steps" in table[0]
     assert "| the second reader and the first | 3 of 4 | 2 of 4 | 1 of 2 | 1 of 2 |" in table
-    assert "| the check and the second reader (same rules) | 3 of 4 | 2 of 4 | 1 of 3 | 1 of 1 |" in table
-    monkeypatch.setattr(catalog, "READER_AGREEMENT", tmp_path / "none.json")
+    assert "| the check and the second reader | 3 of 4 | 2 of 4 | 1 of 3 | 1 of 1 |" in table
+    assert "| the check (its rules at abc) and the first reader | 3 of 4 | 2 of 4 | 1 of 2 | 1 of 2 |" in table
+    monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path / "none")
     assert catalog._reader_agreement() == []

@@ -2,12 +2,13 @@
 matching rates, which score the check against one reader's answers (tests/data/fresh_steps.py's
 FAMILY and ENTRY).
 
-  python3 tools/reader_agreement.py sample DIR   # DIR/steps.md for a second reader, blind to the first
-  python3 tools/reader_agreement.py record DIR   # DIR/second_reader.json against the first reader's answers:
-                                                 # results/held-out/reader-agreement.json
+  python3 tools/reader_agreement.py sample DIR [ROUNDS]  # DIR/steps.md for a second reader, blind to the first
+  python3 tools/reader_agreement.py record DIR [ROUNDS]  # DIR/second_reader.json against the first reader's answers:
+                                                        # results/held-out/reader-agreement[-ROUNDS].json
 
 ``sample`` draws five steps of each of rounds 14 to 25 (a fixed seed, so that ``record`` draws the same
-ones), each with the comment block of its report and the prefixed helpers it uses. Comment lines that
+ones), or every step of the rounds named (``26``, ``26-27``), each with the comment block of its report
+and the prefixed helpers it uses. Comment lines that
 name a family, an entry or the catalog are left out: the first reader's answer shows in some of them
 ("no entry fits, because..."). The second reader reads the catalog (cases/, CATALOG.md, docs/entries/),
 never tests/ or the check's rules, and writes {step: {"family": ..., "entry": slug or null}}.
@@ -28,13 +29,21 @@ from leaklab.files import atomic_write  # noqa: E402
 from leaklab.scripts import load_script  # noqa: E402
 
 STEPS = ROOT / "tests" / "data" / "fresh_steps.py"
-RESULT = ROOT / "results" / "held-out" / "reader-agreement.json"
+RESULTS = ROOT / "results" / "held-out"
 MATCHING = ROOT / "results" / "cpu-matching-torch2.14.1.json"
 ROUNDS, PER_ROUND, SEED = range(14, 26), 5, 26
 _HELPER = re.compile(r"\b(_r\d+_\w+|_[A-Z][A-Z_0-9]+)\b")
 
 
-def _sample() -> tuple[list[str], dict[str, ast.AST], list[str], Path]:
+def _rounds(named: str | None) -> tuple[range, int | None]:
+    """The rounds sampled and how many steps of each (None: all of them)."""
+    if named is None:
+        return ROUNDS, PER_ROUND
+    first, _, last = named.partition("-")
+    return range(int(first), int(last or first) + 1), None
+
+
+def _sample(rounds: range = ROUNDS, per_round: int | None = PER_ROUND) -> tuple[list[str], dict[str, ast.AST], list[str], Path]:
     module = load_script(STEPS)
     source = STEPS.read_text()
     definitions: dict[str, ast.AST] = {}
@@ -46,9 +55,9 @@ def _sample() -> tuple[list[str], dict[str, ast.AST], list[str], Path]:
                 definitions[target.id] = node
     rng = random.Random(SEED)
     chosen = []
-    for number in ROUNDS:
+    for number in rounds:
         names = sorted(name for name in module.FAMILY if module.ROUND.get(name) == number and name in definitions)
-        chosen += rng.sample(names, min(PER_ROUND, len(names)))
+        chosen += rng.sample(names, min(per_round or len(names), len(names)))
     rng.shuffle(chosen)
     return chosen, definitions, source.splitlines(), module
 
@@ -65,8 +74,17 @@ def _text(node: ast.AST, lines: list[str], banned: re.Pattern[str]) -> str:
     return "\n".join(comments + body)
 
 
-def sample(folder: Path) -> None:
-    chosen, definitions, lines, _ = _sample()
+def _commit() -> str:
+    """The commit whose rules gave the check's answers (the checkout's, with a mark where the rules differ from it)."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    edited = subprocess.run(["git", "status", "--porcelain", "leaklab"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return f"{head} with edits" if edited else head
+
+
+def sample(folder: Path, named: str | None = None) -> None:
+    chosen, definitions, lines, _ = _sample(*_rounds(named))
     slugs = [path.stem for path in (ROOT / "cases").glob("*.toml") if path.stem != "families"]
     families = list(tomllib.loads((ROOT / "cases" / "families.toml").read_text()))
     banned = re.compile(r"\b(entry|entries|catalog|family|families|" + "|".join(map(re.escape, slugs + families)) + r")\b", re.I)
@@ -117,8 +135,9 @@ def _agree(rows: dict[str, dict], a: str, b: str) -> dict[str, int]:
             "none_too": sum(not row[b]["entry"] for row in rows.values() if not row[a]["entry"])}
 
 
-def record(folder: Path) -> None:
-    chosen, _, _, module = _sample()
+def record(folder: Path, named: str | None = None) -> None:
+    rounds, per_round = _rounds(named)
+    chosen, _, _, module = _sample(rounds, per_round)
     second = json.loads((folder / "second_reader.json").read_text())
     check = _check_answers()
     rows = {name: {"round": module.ROUND[name], "first": {"family": module.FAMILY[name], "entry": module.ENTRY.get(name)},
@@ -127,13 +146,16 @@ def record(folder: Path) -> None:
             for name in chosen if name in second}
     counts = {"steps": len(rows), "readers": _agree(rows, "first", "second"),
               "check_and_first": _agree(rows, "first", "check"), "check_and_second": _agree(rows, "second", "check")}
-    atomic_write(str(RESULT), json.dumps({
-        "note": f"{PER_ROUND} steps of each of rounds {ROUNDS.start}-{ROUNDS.stop - 1} (seed {SEED}), a second reader blind to "
+    sampled = f"{per_round} steps of each of" if per_round else "every step of"
+    result = RESULTS / (f"reader-agreement-rounds{named}.json" if named else "reader-agreement.json")
+    atomic_write(str(result), json.dumps({
+        "note": f"{sampled} rounds {rounds.start}-{rounds.stop - 1} (seed {SEED}), a second reader blind to "
                 "the first (tools/reader_agreement.py); the check's answers from "
-                f"{MATCHING.name}, rematched with the rules as they are now (fixed on these rounds' misses: not held out)",
+                f"{MATCHING.name}, rematched with the rules as they are now",
+        "rounds": [rounds.start, rounds.stop - 1], "sampled": per_round, "rules_at": _commit(),
         "counts": counts, "rows": rows}, indent=1))
-    print(RESULT, counts)
+    print(result, counts)
 
 
 if __name__ == "__main__":
-    {"sample": sample, "record": record}[sys.argv[1]](Path(sys.argv[2]))
+    {"sample": sample, "record": record}[sys.argv[1]](Path(sys.argv[2]), *sys.argv[3:4])
