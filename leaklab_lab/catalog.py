@@ -636,7 +636,10 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
            "25": "round 25 (written blind to the rules of 4c2392e, by five helpers who neither read the rules nor ran the "
                  "check on their steps; its answers committed before it was measured; after it was measured, the rule "
                  "for parameters that pile up in a container with no module between was made on one of its misses: no "
-                 "longer held out)"}
+                 "longer held out)",
+           "26": "round 26 (written blind to the rules of 2e7f837, by six helpers who neither read the rules nor ran the "
+                 "check on their steps; its answers committed before it was measured; 23 steps: a report two writers "
+                 "took was kept once, and one writer's three steps became two)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

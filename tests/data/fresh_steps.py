@@ -11974,6 +11974,29 @@ FAMILY = {
     "keras_kfold_models_in_default_graph": "registry_keeps_objects",
     "sevenn_inference_outputs_kept_on_device": "container_keeps_tensors",
     "nengo_param_values_outlive_networks": "registry_keeps_objects",
+    "gpt2_tvd_written_into_tensor_with_graph": "autograd_history",
+    "vgg_outputs_stocked_with_graph": "container_keeps_tensors",
+    "universr_enhanced_clip_keeps_trajectory": "container_keeps_tensors",
+    "analog_log_dataset_maps_every_chunk": "mapped_files_kept",
+    "vllm_omni_aborted_generations_keep_arena_pages": "allocator_caching",
+    "vllm_parallel_sample_groups_stay_registered": "registry_keeps_objects",
+    "template_model_rule_server_kept_by_finalizer": "registered_callbacks",
+    "maniskill_scene_cycle_per_reconfigure": "cyclic_garbage",
+    "lpips_metric_state_keeps_graph": "autograd_history",
+    "humaneval_x_timeouts_leave_programs_running": "processes",
+    "transcription_eval_per_recording_length": "cache_by_argument",
+    "cupy_memory_profile_hook_keeps_function_nodes": "container_keeps_tensors",
+    "memory_history_toggled_per_step_adds_callbacks": "registered_callbacks",
+    "yolo_train_runs_keep_infinite_loader_workers": "dataloader_workers",
+    "maskrcnn_histories_keep_models": "registry_keeps_objects",
+    "gputil_monitor_per_epoch_outlives_stop": "threads_not_joined",
+    "hooked_vit_eap_backward_hooks_pile_up": "registered_callbacks",
+    "masked_bn_running_var_keeps_graph": "autograd_history",
+    "sweep_run_file_handler_never_removed": "descriptors_not_closed",
+    "fp8_token_update_grids_per_batch_shape": "cache_by_argument",
+    "get_local_attention_maps_cached_per_batch": "container_keeps_tensors",
+    "sequential_pipeline_offload_cache_keeps_same_device_activations": "cache_by_argument",
+    "deepspeed_debug_name_maps_pin_replaced_experts": "registry_keeps_objects",
 }
 
 
@@ -36115,6 +36138,1883 @@ def nengo_param_values_outlive_networks(device):
     return step
 
 
+# Round 26, h1.
+# Imports this fragment needs: none beyond fresh_steps.py's (torch, nn).
+
+
+# https://github.com/huggingface/transformers/issues/2595 ("RAM leakage when trying to retrieve the hidden states from
+# the GPT-2 model.", closed)
+# Seen: "I am trying to retrieve hidden state vectors from my trained GPT-2 model from a loop, and there is a huge RAM
+# leakage associated with the operation": a TVD_loop() runs best_model(input_ids)[3][j] (the hidden states) for a test
+# sequence and for each of its dummy sequences, layer by layer, and writes each total variation distance into one
+# preallocated TVD_tensor, with autograd on (no torch.no_grad(), no .item()).
+# Fix: the thread as stored here shows only the report, not a maintainer's answer; the standard cure for this code
+# (not confirmed in the thread) is to run the loop under torch.no_grad() (or store tvd.item()), so no graph is built.
+# Here one test sequence per step: the test sequence and two dummy variants go through a small GPT-2-style
+# double-heads model (its outputs a tuple whose [3] is the hidden states, as in transformers 2.x), and for every layer
+# the TVD between the softmaxed last-position hidden states is written into TVD_tensor[m, j, l]. TVD_tensor is
+# plain data, but each slice assignment of a graph-carrying value makes it an autograd output (CopySlices) linked to
+# the previous version, so every step's forward passes, with their saved activations, stay reachable from it.
+class _r261_Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln_1, self.c_attn, self.c_proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln_2, self.mlp = nn.LayerNorm(d), nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x, mask):
+        q, k, v = self.c_attn(self.ln_1(x)).chunk(3, dim=-1)
+        w = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).masked_fill(mask, float("-inf")).softmax(-1)
+        x = x + self.c_proj(w @ v)
+        return x + self.mlp(self.ln_2(x))
+
+
+class _r261_GPT2DoubleHeadsModel(nn.Module):
+    """(lm_logits, mc_logits, presents, all_hidden_states), the tuple layout of transformers 2.x."""
+
+    def __init__(self, vocab=64, d=32, n_layer=2, n_ctx=16):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(n_ctx, d)
+        self.h = nn.ModuleList(_r261_Block(d) for _ in range(n_layer))
+        self.ln_f, self.lm_head, self.mc_head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False), nn.Linear(d, 1)
+
+    def forward(self, input_ids):
+        t = input_ids.shape[1]
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool, device=input_ids.device), 1)
+        x = self.wte(input_ids) + self.wpe(torch.arange(t, device=input_ids.device))
+        all_hidden_states = (x,)
+        for block in self.h:
+            x = block(x, mask)
+            all_hidden_states = all_hidden_states + (x,)
+        x = self.ln_f(x)
+        return self.lm_head(x), self.mc_head(x[:, -1]), None, all_hidden_states
+
+
+def gpt2_tvd_written_into_tensor_with_graph(device):
+    gen = torch.Generator().manual_seed(2611)
+    torch.manual_seed(2611)
+    best_model = _r261_GPT2DoubleHeadsModel().to(device).eval()
+    nlayer, seq_len, n_dummy, n_rows = len(best_model.h), 12, 2, 64
+    TVD_tensor = torch.zeros(n_rows, nlayer + 1, n_dummy, device=device)
+    TVD_tensor = torch.where(TVD_tensor == 0.0, torch.tensor(-2.0, device=device), TVD_tensor)
+    state = {"m": 0, "TVD_tensor": TVD_tensor}
+
+    def step():  # one test sequence m of TVD_loop(): every layer j, every dummy l
+        m = state["m"] % n_rows
+        state["m"] += 1
+        input_ids = torch.randint(0, 64, (1, seq_len), generator=gen).to(device)
+        dummies = input_ids.repeat(n_dummy, 1)
+        dummies[:, -1] = torch.randint(0, 64, (n_dummy,), generator=gen).to(device)
+        for j in range(nlayer + 1):
+            tst_hidden_states = best_model(input_ids)[3][j][0, seq_len - 1, :]
+            for d in range(n_dummy):
+                tst_hidden_states_dummy = best_model(dummies[d:d + 1])[3][j][0, seq_len - 1, :]
+                p, q = tst_hidden_states.softmax(-1), tst_hidden_states_dummy.softmax(-1)
+                TVD = 0.5 * (p - q).abs().sum()
+                state["TVD_tensor"][m, j, d] = TVD  # LEAK: a graph-carrying value written in: TVD_tensor keeps every forward
+        return {"tvd_mean_row": float(state["TVD_tensor"][m].detach().mean())}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/836 ("Exploding RAM with simple code", closed)
+# Seen: "a very simple code that just stocks VGG outputs" (a loop appending vgg19(Variable(torch.randn([1,3,224,224])))
+# to a list) "requires over 4 GB of RAM on my laptop **after** the model is loaded (in the loop)".
+# Fix (maintainers' answer, accepted by the reporter, no code change in PyTorch): "you are holding on to intermediate
+# states of the vgg graph over each forward. if you want to get the output of vgg and store it" append
+# `vgg19(...).data`; or better, run inference-only code without autograd (volatile=True then, torch.no_grad() now).
+# The list itself still grows by one output per image with that fix: only the graph goes.
+# Here one image per step through a small VGG-style network (features: conv/ReLU/max-pool stages, classifier: two
+# Linear layers) with autograd on, the output appended to a list, as in the report. Each kept output carries its
+# graph, whose nodes hold the activations saved for a backward that never comes (~130 KiB per image), plus the
+# 1000-way output itself.
+class _r261_VGG(nn.Module):
+    def __init__(self, cfg=(16, "M", 32, "M", 64, "M"), num_classes=1000):
+        super().__init__()
+        layers, c = [], 3
+        for v in cfg:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2))
+            else:
+                layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
+                c = v
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(c * 4 * 4, 256), nn.ReLU(inplace=True), nn.Linear(256, num_classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+def vgg_outputs_stocked_with_graph(device):
+    torch.manual_seed(8360)
+    gen = torch.Generator().manual_seed(8361)
+    vgg19 = _r261_VGG().to(device)
+    stocked = []
+
+    def step():  # the reporter's loop body: one random image, its VGG output stocked
+        x = torch.randn([1, 3, 32, 32], generator=gen).to(device)
+        stocked.append(vgg19(x))  # LEAK: the output keeps its graph and saved activations; the list keeps every output
+        return {"stocked": len(stocked)}
+
+    return step
+
+
+# Round 26, h2.
+# Imports this fragment needs: none beyond fresh_steps.py's (collections, concurrent.futures, ctypes,
+# itertools, json, mmap, multiprocessing, os, random, tempfile, weakref, torch, nn).
+
+
+# https://github.com/woongzip1/UniverSR/issues/9 ("GPU memory leak", closed)
+# Seen: "The GPU memory builds up when enhancing large number of audios" (universr-speech, 2000+
+# clips of 15-20 s); the reporter's workaround was torch.cuda.empty_cache() after each enhance().
+# Fix (maintainer, pushed to master as v0.1.4; no measurement posted): TorchDiffeqSolver.simulate()
+# ran odeint, which returns the whole trajectory [N, B, C, H, W], and returned xs[-1], a view, "so the
+# entire trajectory storage stays alive"; return xs[-1].clone() instead.
+# Here a batch enhancement job runs the flow-matching solver on each clip (a fixed-step Euler odeint
+# that returns every intermediate state stacked in one tensor) and keeps the enhanced clips until the
+# batch is written out; each kept clip is a view of its clip's whole 16-state trajectory.
+class _r262_VelocityNet(nn.Module):
+    def __init__(self, channels=8):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv1d(2, channels, 5, padding=2), nn.GELU(), nn.Conv1d(channels, 1, 5, padding=2))
+
+    def forward(self, t, x, cond):
+        return self.net(torch.cat([x, cond], dim=1)) * (1.0 - t)
+
+
+def _r262_odeint(func, x0, t_grid, cond):
+    xs = [x0]
+    for t0, t1 in zip(t_grid[:-1], t_grid[1:], strict=False):
+        xs.append(xs[-1] + (t1 - t0) * func(t0, xs[-1], cond))
+    return torch.stack(xs)  # [N, B, C, T], as torchdiffeq.odeint returns it
+
+
+class _r262_TorchDiffeqSolver:
+    def __init__(self, model, steps=16):
+        self.model, self.t_grid = model, torch.linspace(0.0, 1.0, steps).tolist()
+
+    @torch.no_grad()
+    def simulate(self, x0, cond):
+        xs = _r262_odeint(self.model, x0, self.t_grid, cond)
+        return xs[-1]  # LEAK: a view: the caller's clip keeps the whole trajectory's storage alive
+
+
+class _r262_UniverSR:
+    def __init__(self, device):
+        self.device = device
+        self.model = _r262_VelocityNet().to(device).eval()
+        self.solver = _r262_TorchDiffeqSolver(self.model)
+        self.gen = torch.Generator().manual_seed(0)
+
+    def enhance(self, low_res):
+        cond = low_res.to(self.device).view(1, 1, -1)
+        x0 = torch.randn(cond.shape, generator=self.gen).to(self.device)
+        return self.solver.simulate(x0, cond)[0, 0]
+
+
+def universr_enhanced_clip_keeps_trajectory(device):
+    enhancer = _r262_UniverSR(device)
+    gen = torch.Generator().manual_seed(1)
+    enhanced = []  # the batch's enhanced clips, written out when the batch is done
+
+    def step():  # one clip of the batch enhanced
+        clip = torch.randn(4096, generator=gen)  # a short low-bandwidth speech clip
+        out = enhancer.enhance(clip)
+        enhanced.append(out)
+        return {"rms": float(out.pow(2).mean().sqrt()), "clips": len(enhanced)}
+
+    return step
+
+
+# https://github.com/logix-project/logix/issues/22 ("Too many open files error", closed)
+# Seen: AnaLog's (now LogIX) DefaultLogDataset "opens chunk_indices many mmap files", so with enough
+# training data and a small flush threshold building the log dataloader failed with "OSError: [Errno
+# 24] Too many open files" (traceback through build_log_dataloader -> DefaultLogDataset ->
+# _add_metadata_and_mmap).
+# Fix (logix-project/logix#25, "Addressing issues", merged): read each chunk through a context manager
+# that drops its memmap when done; the reporter's point was to not keep every chunk mapped at once.
+# Unconfirmed: the merged code still appended each memmap to the dataset's list.
+# Here each training step logs per-sample gradients of the head, the storage handler flushes them as
+# one more log_chunk_<k>.mmap (+ metadata json) in the run's log dir, and the influence query that
+# follows builds the log dataset again, which maps every chunk written so far and keeps them all.
+class _r262_MemoryMapHandler:
+    def __init__(self, log_dir):
+        self.save_path = log_dir
+
+    def get_path(self):
+        return self.save_path
+
+    def write(self, data_buffer, filename):
+        root = os.path.splitext(filename)[0]
+        metadata, blobs, offset = [], [], 0
+        for data_id, tensor in data_buffer:
+            raw = bytes(tensor.contiguous().view(-1).view(torch.uint8).tolist())
+            metadata.append({"data_id": data_id, "offset": offset, "shape": list(tensor.shape), "size": len(raw)})
+            blobs.append(raw)
+            offset += len(raw)
+        with open(os.path.join(self.save_path, filename), "wb") as f:
+            f.write(b"".join(blobs))
+        with open(os.path.join(self.save_path, root + "_metadata.json"), "w") as f:
+            json.dump(metadata, f)
+
+    def read(self, filename):
+        root = os.path.splitext(filename)[0]
+        with open(os.path.join(self.save_path, filename), "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # np.memmap(mode="r") in AnaLog
+        with open(os.path.join(self.save_path, root + "_metadata.json")) as f:
+            metadata = json.load(f)
+        return mm, metadata
+
+
+class _r262_DefaultLogDataset:
+    def __init__(self, mmap_handler):
+        self.memmaps = []
+        self.data_id_to_chunk = collections.OrderedDict()
+        self.mmap_handler = mmap_handler
+        self.chunk_indices = sorted(int(f[len("log_chunk_"):-len(".mmap")])
+                                    for f in os.listdir(mmap_handler.get_path()) if f.endswith(".mmap"))
+        for chunk_index in self.chunk_indices:
+            self._add_metadata_and_mmap(f"log_chunk_{chunk_index}.mmap", chunk_index)
+
+    def _add_metadata_and_mmap(self, mmap_filename, chunk_index):
+        mm, metadata = self.mmap_handler.read(mmap_filename)
+        self.memmaps.append(mm)  # LEAK: every chunk stays mapped (and its descriptor open) while the dataset lives
+        for entry in metadata:
+            self.data_id_to_chunk[entry["data_id"]] = (chunk_index, entry)
+
+    def __len__(self):
+        return len(self.data_id_to_chunk)
+
+    def __getitem__(self, index):
+        data_id = list(self.data_id_to_chunk.keys())[index]
+        chunk_idx, entry = self.data_id_to_chunk[data_id]
+        buf = self.memmaps[chunk_idx]
+        flat = torch.frombuffer(buf, dtype=torch.float32, count=entry["size"] // 4, offset=entry["offset"])
+        return data_id, flat.view(entry["shape"])
+
+
+class _r262_AnaLog:
+    def __init__(self, log_dir):
+        self.mmap_handler = _r262_MemoryMapHandler(log_dir)
+        self.buffer, self.flush_count, self.log_dataset = [], 0, None
+
+    def log(self, data_ids, grads):
+        self.buffer.extend(zip(data_ids, grads, strict=False))
+
+    def flush(self):
+        self.mmap_handler.write(self.buffer, f"log_chunk_{self.flush_count}.mmap")
+        self.flush_count += 1
+        self.buffer = []
+
+    def build_log_dataset(self):
+        self.log_dataset = _r262_DefaultLogDataset(self.mmap_handler)
+        return self.log_dataset
+
+
+def analog_log_dataset_maps_every_chunk(device):
+    log_dir = tempfile.TemporaryDirectory(prefix="r262_analog_")  # the run's log dir, owned by this factory
+    analog = _r262_AnaLog(log_dir.name)
+    model = nn.Sequential(nn.Linear(32, 16), nn.Tanh(), nn.Linear(16, 4)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(0)
+    ids = itertools.count()
+
+    def step():  # one training step, its gradients logged, then one influence query over the logs
+        _keep_dir = log_dir  # the directory lives as long as the step
+        x = torch.randn(8, 32, generator=gen).to(device)
+        y = torch.randint(0, 4, (8,), generator=gen).to(device)
+        hidden = model[1](model[0](x))
+        logits = model[2](hidden)
+        loss = nn.functional.cross_entropy(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():  # per-sample gradients of the head: outer(dlogits, hidden)
+            dlogits = torch.softmax(logits, 1) - nn.functional.one_hot(y, 4).float()
+            per_sample = torch.einsum("bi,bj->bij", dlogits, hidden).cpu()
+        analog.log([f"train_{next(ids)}" for _ in range(8)], list(per_sample))
+        analog.flush()
+        dataset = analog.build_log_dataset()
+        query = per_sample[0].flatten()
+        scores = [float(query @ dataset[i][1].flatten()) for i in range(max(0, len(dataset) - 8), len(dataset))]
+        return {"loss": loss.item(), "influence": max(scores), "chunks": len(dataset.memmaps)}
+
+    return step
+
+
+# https://github.com/vllm-project/vllm-omni/issues/6462 ("[Bug]: Host-memory leak in api_server frontend on
+# aborted /v1/images/generations (diffusion) requests", closed)
+# Seen: the api_server (PID 1) VmRSS grew linearly with aborted image generations ("960 aborts
+# reproducing +66 MiB / ~68 KB/abort linear"), retained after load stopped; completed requests did
+# not leak. The discriminator run found "gc.collect() doesn't move it, malloc_trim(0) reclaims it
+# entirely" (RSS 3.07 GB -> 1.10 GB), 28 threads, so "native glibc allocator retention (per-arena
+# fragmentation), not a retained-object leak".
+# Fix: vllm-project/vllm-omni#6561 (merged) popped a per-request dict on the abort path, but the
+# thread says it "didn't help here"; what was measured to help is malloc_trim(0) (and fewer arenas);
+# the durable fix chosen is not in what I could read (unconfirmed).
+# Here the frontend serves image generations on a 28-thread executor; clients disconnect mid-denoise,
+# so each aborted request's partial latents and its half-built response buffer (sizes depending on
+# where it was aborted) are freed in whichever pool thread ran it. Start-up freed the 24 MiB weight
+# staging buffer, raising glibc's mmap threshold, so those buffers come from per-thread arenas,
+# whose freed pages stay resident: RSS ratchets up while the bytes in use stay flat.
+class _r262_DiffusionStage(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.denoiser = nn.Sequential(nn.Conv2d(4, 16, 3, padding=1), nn.SiLU(), nn.Conv2d(16, 4, 3, padding=1))
+
+    @torch.no_grad()
+    def denoise(self, latents, steps):
+        for _ in range(steps):
+            latents = latents - 0.1 * self.denoiser(latents)
+        return latents
+
+
+def vllm_omni_aborted_generations_keep_arena_pages(device):
+    torch.manual_seed(0)
+    staging = bytearray(24 << 20)  # weights staged through a host buffer at start-up, then freed
+    del staging
+    stage = _r262_DiffusionStage().eval()  # the frontend's CPU-side work; the GPU stage is elsewhere
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=28, thread_name_prefix="r262_api_server")
+    rng = random.Random(0)
+    recent = collections.deque(maxlen=4096)  # the recent requests' status for /metrics: bounded
+    requests = itertools.count()
+
+    def handle(request_id, abort_after, side):
+        gen = torch.Generator().manual_seed(request_id)
+        latents = torch.randn(1, 4, side, side, generator=gen)
+        latents = stage.denoise(latents, abort_after)
+        # the response being assembled when the client went away: the preview, base64-sized
+        response = bytearray(latents.numel() * 12)
+        response[:16] = b"data:image/png;b"
+        status = {"id": request_id, "aborted_at": abort_after, "bytes": len(response)}
+        del latents, response  # LEAK: freed into this thread's glibc arena, whose pages stay resident
+        return status
+
+    def step():  # a burst of 8 concurrent generations, all aborted mid-denoise by their clients
+        futures = [pool.submit(handle, next(requests), rng.randint(1, 3), rng.randrange(32, 97, 4))
+                   for _ in range(8)]
+        for f in futures:
+            recent.append(f.result())
+        return {"aborted": len(futures), "last_bytes": float(recent[-1]["bytes"])}
+
+    return step
+
+
+# https://github.com/vllm-project/vllm/issues/14353 ("[Bug]: Memory leak due to LLMEngine.seq_id_to_seq_group",
+# closed)
+# Seen: host memory grew with every request sent with n > 1 (the reporter's Qwen2.5-VL loop; the same
+# leak reported in vllm-project/vllm#15597 and #12973): "ParallelSampleSequenceGroup keeps adding
+# id: processed request pair to engine.seq_id_to_seq_group" and the entries were never released.
+# Fix (merged, vllm-project/vllm#16472 "add seq_id_to_seq_group clearing to avoid memory leak", after
+# #14326): when a parallel-sample group finishes, pop its sub-request ids from
+# engine.seq_id_to_seq_group; ms-swift#3515 applied the same patch for GRPO rollouts and saw it stop.
+# Here an LLMEngine-shaped engine samples n=4 completions per prompt from a tiny LM; add_request
+# registers each sub-request of the ParallelSampleSequenceGroup in engine.seq_id_to_seq_group, and
+# nothing removes them when the group finishes, so every finished group (its sequences, their token
+# ids and logprobs) stays reachable from the engine.
+class _r262_Sequence:
+    def __init__(self, prompt_ids):
+        self.prompt_token_ids = list(prompt_ids)
+        self.output_token_ids = []
+        self.output_logprobs = []
+
+
+class _r262_SequenceGroup:
+    def __init__(self, request_id, prompt_ids, max_tokens):
+        self.request_id, self.max_tokens = request_id, max_tokens
+        self.seqs = [_r262_Sequence(prompt_ids)]
+
+    def is_finished(self):
+        return len(self.seqs[0].output_token_ids) >= self.max_tokens
+
+
+class _r262_ParallelSampleSequenceGroup:
+    def __init__(self, request_id):
+        self.group_id = request_id
+        self.seq_id_to_index = {}
+        self.to_be_finished = {}
+        self.finished_reqs = {}
+
+    @staticmethod
+    def add_request(request_id, engine, n, prompt_ids, max_tokens):
+        group = _r262_ParallelSampleSequenceGroup(request_id)
+        for i in range(n):
+            request_id_i = f"{request_id}_parallel_sample_{i}"
+            group.seq_id_to_index[request_id_i] = i
+            seq_group = engine._add_processed_request(request_id_i, prompt_ids, max_tokens)
+            engine.seq_id_to_seq_group[request_id_i] = group  # LEAK: never popped when the group finishes
+            group.to_be_finished[request_id_i] = seq_group
+
+    def finish_seq(self, seq_group):
+        self.finished_reqs[seq_group.request_id] = self.to_be_finished.pop(seq_group.request_id)
+
+    def maybe_assemble_group(self):
+        if self.to_be_finished:
+            return None
+        return [sg.seqs[0].output_token_ids for sg in self.finished_reqs.values()]
+
+
+class _r262_LLMEngine:
+    def __init__(self, model, device):
+        self.model, self.device = model, device
+        self.running = []
+        self.seq_id_to_seq_group = {}
+        self.gen = torch.Generator().manual_seed(0)
+
+    def _add_processed_request(self, request_id, prompt_ids, max_tokens):
+        seq_group = _r262_SequenceGroup(request_id, prompt_ids, max_tokens)
+        self.running.append(seq_group)
+        return seq_group
+
+    @torch.no_grad()
+    def step(self):
+        last = torch.tensor([(sg.seqs[0].output_token_ids or sg.seqs[0].prompt_token_ids)[-1] for sg in self.running])
+        logprobs = torch.log_softmax(self.model(last.to(self.device)).float().cpu(), -1)
+        tokens = torch.multinomial(logprobs.exp(), 1, generator=self.gen).squeeze(1)
+        outputs = []
+        for sg, tok, lp in zip(self.running, tokens.tolist(), logprobs, strict=False):
+            sg.seqs[0].output_token_ids.append(tok)
+            sg.seqs[0].output_logprobs.append({tok: float(lp[tok])})
+        for sg in [sg for sg in self.running if sg.is_finished()]:
+            self.running.remove(sg)
+            group = self.seq_id_to_seq_group[sg.request_id]
+            group.finish_seq(sg)
+            assembled = group.maybe_assemble_group()
+            if assembled is not None:
+                outputs.append((group.group_id, assembled))
+        return outputs
+
+
+def vllm_parallel_sample_groups_stay_registered(device):
+    torch.manual_seed(0)
+    vocab = 256
+    model = nn.Sequential(nn.Embedding(vocab, 32), nn.Linear(32, vocab)).to(device).eval()
+    engine = _r262_LLMEngine(model, device)
+    prompts = torch.Generator().manual_seed(1)
+    requests = itertools.count()
+
+    def step():  # LLM.generate(prompt, SamplingParams(n=4, max_tokens=16)) for one prompt
+        request_id = str(next(requests))
+        prompt_ids = torch.randint(0, vocab, (24,), generator=prompts).tolist()
+        _r262_ParallelSampleSequenceGroup.add_request(request_id, engine, 4, prompt_ids, 16)
+        finished = []
+        while engine.running:
+            finished.extend(engine.step())
+        completions = finished[0][1]
+        return {"mean_len": sum(map(len, completions)) / len(completions),
+                "registered": len(engine.seq_id_to_seq_group)}
+
+    return step
+
+
+# https://github.com/microsoft/retrochimera/pull/14 ("Fix `weakref` bug preventing garbage collection of
+# template-based models", merged)
+# Seen: template-based models rely on RuleApplicationServer, which spins up parallel processes; the
+# server registered weakref.finalize(self, self.close) so the processes would be terminated when it
+# was collected, but "self.close contains a reference to self", so the server "can never be garbage
+# collected; the processes are only killed when Python itself shuts down" (after `del` on the model).
+# Fix (merged, with a test that failed before the fix): move the cleanup into a staticmethod that
+# holds no reference to the server, passing it only what it must close.
+# Here each evaluation round loads a template-based model (a small ranking net plus its
+# RuleApplicationServer with one rule-application worker process), scores a batch of candidates and
+# drops the model; the finalizer registry keeps every server, its pipe and its worker alive.
+# ENTRY None: the catalog's registered-callback entry (hook_registered_every_forward) re-registers a
+# module hook and is fixed by registering once / handle.remove(); here the callback is a cleanup
+# finalizer registered once per object, and the leak is that the registered callable itself holds
+# its object (a bound method in weakref.finalize's registry); the fix is a callable without that
+# reference, which no entry has.
+def _r262_rule_worker(rule_ids, connection):
+    torch.set_num_threads(1)
+    connection.recv()  # the rule application kwargs
+    connection.send(None)  # rulebase loaded
+    while True:
+        request = connection.recv()  # blocks between requests
+        if request is None:
+            break
+        smiles_hash, ids = request
+        connection.send([r for r in ids if r in rule_ids and (smiles_hash + r) % 3 == 0])  # the rules that applied
+    connection.close()
+
+
+class _r262_RuleApplicationServer:
+    def __init__(self, rule_ids, num_processes=1):
+        self.rule_ids = list(rule_ids)
+        self._num_processes = num_processes
+        self._running = True
+        self._connections, self._processes = {}, {}
+        ctx = multiprocessing.get_context("fork")
+        for process_id in range(num_processes):
+            parent_conn, child_conn = ctx.Pipe()
+            worker = ctx.Process(target=_r262_rule_worker, args=(self.rule_ids, child_conn), daemon=True)
+            worker.start()
+            child_conn.close()
+            parent_conn.send({})
+            self._processes[process_id], self._connections[process_id] = worker, parent_conn
+        for process_id in range(num_processes):
+            self._connections[process_id].recv()  # block until the worker has its rules
+        weakref.finalize(self, self.close)  # LEAK: the bound method keeps self (and its workers) alive
+
+    def apply_rules(self, smiles_hash):
+        self._connections[0].send((smiles_hash, self.rule_ids))
+        return self._connections[0].recv()
+
+    def close(self):
+        if not self._running:
+            return
+        for process_id, conn in self._connections.items():
+            conn.send(None)
+            self._processes[process_id].join(timeout=2.0)
+            conn.close()
+        self._running = False
+
+
+class _r262_TemplateModel(nn.Module):
+    def __init__(self, n_rules):
+        super().__init__()
+        self.ranker = nn.Sequential(nn.Linear(n_rules, 64), nn.ReLU(), nn.Linear(64, n_rules))
+        self.server = _r262_RuleApplicationServer(range(n_rules))
+
+
+def template_model_rule_server_kept_by_finalizer(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    n_rules = 32
+    targets = itertools.count()
+
+    def step():  # one evaluation round: load the template model, propose and rank, drop the model
+        model = _r262_TemplateModel(n_rules).to(device).eval()
+        feats = torch.randn(4, n_rules, generator=gen).to(device)
+        with torch.no_grad():
+            ranked = model.ranker(feats).argsort(1, descending=True)[:, :5]
+        products = model.server.apply_rules(next(targets))
+        hits = sum(int(r) in products for r in ranked.flatten().tolist())
+        del model
+        return {"hits": float(hits)}
+
+    return step
+
+
+# Round 26, h3.
+# Imports this fragment needs: none beyond fresh_steps.py's (uses itertools, logging, os, subprocess, tempfile, torch, nn).
+
+# https://github.com/mani-skill/ManiSkill/issues/466 ("[Bug] GPU memory leak if you reconfigure too many times",
+# closed; fixed by https://github.com/mani-skill/ManiSkill/pull/467, "[BugFix] Fix memory leak by forcing a
+# gc.collect upon reconfiguring", merged)
+# Seen: GPU memory climbed with every reconfiguration of the environment (a new scene built on reset) until
+# out of memory; later PPO users hit the same OOM with eval reconfiguration on and avoided it with
+# `--ppo.eval_reconfiguration_freq=0` (ManiSkill#1157).
+# Fix (merged, #467): BaseEnv._clear() drops the agent, sensors and scene and then calls `gc.collect()`
+# ("force gc to collect which releases most GPU memory").
+# Here a ManiSkill-shaped env whose ManiSkillScene keeps its actors in a dict while every Actor keeps its
+# scene (actor.scene), and the scene owns the batched state buffers of its parallel sub-scenes. Every step is
+# one evaluation episode started with reset(options={"reconfigure": True}) and 32 policy steps: _clear()
+# drops the old scene, but scene <-> actors is a reference cycle, so its buffers wait for the cyclic
+# collector; the scene lives through a whole episode, is promoted to the oldest generation, and full
+# collections are rare, so one old scene's buffers pile up after another.
+class _r263_Actor:
+    def __init__(self, scene, name, num_envs, device):
+        self.scene = scene  # back-link to the scene that holds this actor
+        self.name = name
+        self.pose = torch.zeros(num_envs, 7, device=device)
+
+
+class _r263_ManiSkillScene:
+    def __init__(self, num_envs, device, n_actors=6):
+        self.num_envs, self.device = num_envs, device
+        self.actors = {}
+        for i in range(n_actors):
+            actor = _r263_Actor(self, f"actor_{i}", num_envs, device)
+            self.actors[actor.name] = actor
+        self.px_rigid_body_state = torch.zeros(num_envs * n_actors, 13, device=device)  # GPU physx buffers
+        self.px_contact_buffer = torch.zeros(num_envs, 256, 4, device=device)
+
+    def get_obs(self):
+        return torch.cat([a.pose for a in self.actors.values()], dim=-1)
+
+
+class _r263_PushCubeEnv:
+    def __init__(self, num_envs, device):
+        self.num_envs, self.device = num_envs, device
+        self.scene, self.agent, self._sensors, self._hidden_objects = None, None, {}, []
+        self._gen = torch.Generator().manual_seed(2631)
+
+    def _clear(self):
+        self.agent = None
+        self._sensors = dict()
+        self.scene = None  # LEAK: scene <-> actors is a cycle: its buffers stay until a full collection (no gc.collect() here)
+        self._hidden_objects = []
+
+    def _reconfigure(self):
+        self._clear()
+        self.scene = _r263_ManiSkillScene(self.num_envs, self.device)
+        self.agent = self.scene.actors["actor_0"]
+
+    def reset(self, options=None):
+        if self.scene is None or (options or {}).get("reconfigure", False):
+            self._reconfigure()
+        self._elapsed = 0
+        for actor in self.scene.actors.values():
+            actor.pose.copy_(torch.randn(self.num_envs, 7, generator=self._gen))
+        return self.scene.get_obs()
+
+    def step(self, action):
+        self.agent.pose[:, :3] += 0.01 * action
+        obs = self.scene.get_obs()
+        reward = -obs[:, :3].norm(dim=-1)
+        infos = [{"success": r > -0.5, "elapsed_steps": self._elapsed} for r in reward.tolist()]  # per sub-env info
+        self._elapsed += 1
+        return obs, reward, infos
+
+
+def maniskill_scene_cycle_per_reconfigure(device):
+    torch.manual_seed(0)
+    env = _r263_PushCubeEnv(num_envs=64, device=device)
+    policy = nn.Sequential(nn.Linear(42, 64), nn.Tanh(), nn.Linear(64, 3)).to(device).eval()
+
+    def step():  # one evaluation episode with eval reconfiguration on (eval_reconfiguration_freq=1)
+        obs = env.reset(options={"reconfigure": True})
+        ret, successes = 0.0, 0
+        with torch.no_grad():
+            for _ in range(32):
+                obs, reward, infos = env.step(policy(obs))
+                ret += reward.mean().item()
+                successes += sum(info["success"] for info in infos)
+        return {"return": ret, "success_rate": successes / (32 * env.num_envs)}
+
+    return step
+
+
+# https://github.com/Lightning-AI/torchmetrics/pull/2093 ("Fix RuntimeError: CUDA out of memory. when using lpips",
+# closed; for torchmetrics#2078)
+# Seen: computing LearnedPerceptualImagePatchSimilarity during training ran out of GPU memory: "The origin code
+# stores all the compute graph when computing lpips ... After detaching, the full compute graph will be
+# garbage-collected and save the memory."
+# Fix: the PR detached the score before adding it to the metric state (`self.sum_scores += loss.detach().sum()`);
+# it was closed unmerged when the reporter found that calling the metric under `with torch.no_grad()` solves it.
+# Here a small image-restoration generator trains with an L1 loss and, every step, feeds its output (which
+# requires grad) to an LPIPS-style metric to log perceptual similarity. The metric's update adds the per-image
+# distance to its `sum_scores` state as a tensor, so the state's graph links every step's generator and
+# feature-network activations into one chain that is only freed by reset() at the end of the epoch.
+class _r263_LPIPSNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.slice1 = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+        self.slice2 = nn.Sequential(nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+        self.lins = nn.ModuleList([nn.Conv2d(16, 1, 1, bias=False), nn.Conv2d(32, 1, 1, bias=False)])
+        for lin in self.lins:
+            lin.weight.data.abs_()  # LPIPS' learned channel weights are non-negative
+        for p in self.parameters():
+            p.requires_grad_(False)  # the pretrained backbone and linear heads are frozen
+
+    def forward(self, in0, in1):
+        feats0, feats1, h0, h1 = [], [], in0, in1
+        for s in (self.slice1, self.slice2):
+            h0, h1 = s(h0), s(h1)
+            feats0.append(h0 / (h0.norm(dim=1, keepdim=True) + 1e-10))
+            feats1.append(h1 / (h1.norm(dim=1, keepdim=True) + 1e-10))
+        return sum(lin((f0 - f1) ** 2).mean(dim=(2, 3)) for lin, f0, f1 in zip(self.lins, feats0, feats1, strict=False))
+
+
+class _r263_LearnedPerceptualImagePatchSimilarity(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = _r263_LPIPSNet()
+        self.register_buffer("sum_scores", torch.tensor(0.0))
+        self.register_buffer("total", torch.tensor(0.0))
+
+    def update(self, img1, img2):
+        loss = self.net(2 * img1 - 1, 2 * img2 - 1).squeeze()  # normalize=True: images in [0, 1]
+        self.sum_scores += loss.sum()  # LEAK: the state adds a score that carries the graph of this step (no detach / no_grad)
+        self.total += img1.shape[0]
+
+    def compute(self):
+        return self.sum_scores / self.total
+
+    def reset(self):
+        self.sum_scores, self.total = torch.zeros_like(self.total), torch.zeros_like(self.total)
+
+
+def lpips_metric_state_keeps_graph(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2632)
+    generator = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 3, 3, padding=1), nn.Sigmoid()).to(device)
+    lpips = _r263_LearnedPerceptualImagePatchSimilarity().to(device)
+    opt = torch.optim.Adam(generator.parameters(), lr=1e-3)
+
+    def step():  # one batch of denoising; the perceptual metric is logged on the training batch
+        clean = torch.rand(2, 3, 24, 24, generator=gen).to(device)
+        noisy = (clean + 0.1 * torch.randn(2, 3, 24, 24, generator=gen).to(device)).clamp(0, 1)
+        restored = generator(noisy)
+        loss = nn.functional.l1_loss(restored, clean)
+        lpips.update(restored, clean)
+        _update(opt, loss)
+        return {"loss": loss.item(), "lpips": lpips.compute().item()}
+
+    return step
+
+
+# https://github.com/bigcode-project/bigcode-evaluation-harness/issues/290 ("HumanEval-X generation appears to not
+# time out called subproceses", open)
+# Seen: after evaluating humanevalsynthesize-cpp/js on many samples, "many processes "a.out" and "node test.js" are
+# running, with runtimes of several hours and huge memory consumption. Apparently the evaluation does not kill
+# processes after a set timeout."
+# Fix: none in the thread (open); the evident one is to kill the program (and wait for it) when its timeout
+# expires, e.g. `proc.kill(); proc.communicate()` in the TimeoutExpired handler, or subprocess.run(timeout=...).
+# Here each evaluation step scores a candidate program chosen by a small classifier over the task's generated
+# completions and runs its compiled test (a shell script standing in for a.out) with a time limit, as the
+# executor does: `communicate(timeout=...)`, and on TimeoutExpired it records "timed out" and moves on. A
+# completion that never terminates (a loop that misses its exit condition) keeps running after the step: one
+# live child process more for each hanging sample.
+# No entry fits: nothing is received or kept by a helper (cuda_tensor_queue_consumer), and no fork/spawn or
+# device rule is involved; the leak is a child the parent stops waiting for but never kills, and its fix
+# (kill on timeout) is in no entry.
+_r263_COMPLETIONS = (
+    'i=0\nwhile [ "$i" -lt 3 ]; do i=$((i + 1)); done\necho passed\n',
+    'i=0\nwhile [ "$i" -ne 3 ]; do i=$((i + 2)); sleep 1; done\necho passed\n',  # misses its exit: runs forever
+    'echo passed\n',
+    'while :; do sleep 1; done\n',  # hangs waiting for a condition that never comes
+)
+
+
+def _r263_execute(program_path, timeout):
+    proc = subprocess.Popen(["sh", program_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timed out"  # LEAK: the timed-out program is never killed or waited for: it keeps running
+    return "passed" if b"passed" in out else f"failed: {proc.returncode}"
+
+
+def humaneval_x_timeouts_leave_programs_running(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2633)
+    workdir = tempfile.TemporaryDirectory(prefix="r263_humanevalx_")
+    for i, src in enumerate(_r263_COMPLETIONS):
+        with open(os.path.join(workdir.name, f"test_{i}.sh"), "w") as f:
+            f.write(src)
+    ranker = nn.Linear(16, len(_r263_COMPLETIONS)).to(device).eval()
+
+    def step():  # one sample of the benchmark: pick the best-ranked completion and run its tests
+        features = torch.randn(1, 16, generator=gen).to(device)
+        with torch.no_grad():
+            choice = int(ranker(features).argmax())
+        result = _r263_execute(os.path.join(workdir.name, f"test_{choice}.sh"), timeout=0.02)
+        return {"passed": float(result == "passed"), "timed_out": float(result == "timed out")}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/29893 ("Memory leak when evaluating model on CPU with dynamic size tensor
+# input.", closed)
+# Seen: a simple network in eval mode under torch.no_grad(), evaluated on CPU with an input whose size changes from
+# call to call ("python3 main.py -ds"): "CPU memory increases a lot", so the model could not run on the CPU (fine
+# on the GPU, and with a fixed size); a later comment's allocation trace puts the memory under TorchModule.forward.
+# Fix: the first reply points to MKL_DISABLE_FAST_MM (as in #25267); the stored thread shows no confirmed code fix.
+# The cache that grows here is oneDNN's (mkldnn's) per-shape primitive cache, which later reports of the same
+# symptom bound with LRU_CACHE_CAPACITY / ONEDNN_PRIMITIVE_CACHE_CAPACITY, or avoid by padding to fixed sizes.
+# Here a small convolutional music-transcription style model (spectrogram in, frame-wise note activations out)
+# is evaluated on CPU, one recording per step, each with its own length in frames, as the reporter's -ds mode
+# did: every new input shape makes oneDNN build and keep new convolution primitives.
+class _r263_TranscriptionNet(nn.Module):
+    def __init__(self, n_bins=64, n_notes=88):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d((2, 1)),
+        )
+        self.fc = nn.Linear(16 * (n_bins // 2), n_notes)
+
+    def forward(self, spec):  # spec: (batch, 1, bins, frames)
+        h = self.conv(spec)
+        h = h.flatten(1, 2).transpose(1, 2)
+        return torch.sigmoid(self.fc(h))
+
+
+def transcription_eval_per_recording_length(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2635)
+    model = _r263_TranscriptionNet().to(device).eval()
+    lengths = itertools.cycle(range(40, 40 + 3 * 400, 3))  # each recording has its own number of frames
+
+    def step():  # transcribe one recording
+        spec = torch.randn(1, 1, 64, next(lengths), generator=gen).to(device)  # LEAK: a new input shape per call: new oneDNN primitives cached
+        with torch.no_grad():
+            notes = model(spec)
+        return {"frames": notes.shape[1], "active": float((notes > 0.5).float().mean())}
+
+    return step
+
+
+# Round 26, h4.
+# Imports this fragment needs: none beyond fresh_steps.py's (uses threading, time, io, torch, nn, DataLoader, Dataset).
+
+
+# https://github.com/chainer/chainer/pull/4300 ("Avoid keeping reference to function nodes in CupyMemoryProfileHook",
+# merged)
+# Seen: "`CupyMemoryProfileHook` keeps `FunctionNode` references in the call history, thus the memory held by these
+# functions are never released within the hook scope. That can unnecessarily cause OOM error if multiple loops are
+# measured at once" (`with hook: train_loop1(); train_loop2(); train_loop3()  # memory consumption is accumulated`).
+# Fix (merged, by a Chainer maintainer; "backward-incompatible, because the content of call history ... is altered"):
+# keep the function's name in `call_history` instead of the function node object.
+# Here the profiling hook is a function hook in miniature (a TorchFunctionMode that sees every linear/relu/loss call,
+# as Chainer's hooks see every FunctionNode): for each call it builds the node record, which, like a Chainer
+# FunctionNode that retains its inputs for backward, holds the input arrays, and appends (node, used_bytes,
+# acquired_bytes) to call_history. The hook object lives for the whole run and each training iteration runs inside
+# `with hook:`, so every iteration's activations stay referenced from the history until print_report().
+class _r264_FunctionNode:
+    """chainer.FunctionNode in outline: the function and the inputs it retains for backward."""
+
+    def __init__(self, func, inputs):
+        self.label = getattr(func, "__name__", str(func))
+        self.inputs = tuple(t for t in inputs if isinstance(t, torch.Tensor))  # retained inputs
+
+    @property
+    def _impl_name(self):
+        return self.label
+
+
+class _r264_CupyMemoryProfileHook(TorchFunctionMode):
+    """chainer.function_hooks.CupyMemoryProfileHook before PR 4300 (a function hook entered with `with hook:`)."""
+
+    name = "CupyMemoryProfileHook"
+    _profiled = {"linear", "relu", "cross_entropy", "dropout"}
+
+    def __init__(self):
+        super().__init__()
+        self.call_history = []
+        self._running_total = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if getattr(func, "__name__", "") in self._profiled:
+            function = _r264_FunctionNode(func, args)
+            used_bytes = sum(t.numel() * t.element_size() for t in function.inputs)
+            acquired_bytes = out.numel() * out.element_size() if isinstance(out, torch.Tensor) else 0
+            self._running_total += acquired_bytes
+            self.call_history.append((function, used_bytes, acquired_bytes))  # LEAK: the node (and its retained inputs) is kept, not its name
+        return out
+
+    def summary(self):
+        totals = {}
+        for function, used_bytes, acquired_bytes in self.call_history:
+            name = function._impl_name
+            u, a, c = totals.get(name, (0, 0, 0))
+            totals[name] = (u + used_bytes, a + acquired_bytes, c + 1)
+        return totals
+
+
+def cupy_memory_profile_hook_keeps_function_nodes(device):
+    gen = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    hook = _r264_CupyMemoryProfileHook()
+
+    def step():  # one training iteration measured under the profiling hook
+        x = torch.randn(32, 64, generator=gen).to(device)
+        y = torch.randint(0, 10, (32,), generator=gen).to(device)
+        with hook:
+            loss = nn.functional.cross_entropy(model(x), y)
+        _update(opt, loss)
+        return {"loss": loss.item(), "profiled_calls": len(hook.call_history)}
+
+    return step
+
+
+# https://github.com/pytorch/pytorch/issues/153571 ("torch.cuda.memory._record_memory_history(enabled=None) does not
+# clean up previously added hooks", closed)
+# Seen: "It seems like torch.cuda.memory._record_memory_history(enabled=None) doesn't clear previously added hooks
+# (and in fact it adds hooks unconditionally)": `_initRecordAnnotations()` is called on every call and registers a
+# new global RecordFunction callback each time; a 100000-allocation benchmark runs slower after every
+# enable/disable cycle ("Here is a small benchmark that shows the regression").
+# Fix: the report points at memory_snapshot.cpp: register the annotation callback once (guard the init) and remove
+# it when recording is turned off; closed on the tracker (no measured fix in the thread as indexed).
+# Here, on the CPU, memory_snapshot's machinery is rebuilt in miniature: a process-wide list of RecordFunction
+# callbacks (at::addGlobalCallback), record_function ranges that call every registered callback, and
+# _record_memory_history(enabled) which, like the C++ code, calls _initRecordAnnotations() unconditionally. The
+# training loop takes a memory snapshot of every step, as the profiling docs suggest: enable recording before the
+# step, dump, disable after it. Each enable and each disable adds one more callback that is never removed, so every
+# later record_function range calls more of them.
+_r264_GLOBAL_CALLBACKS = []  # at::addGlobalCallback's list
+_r264_MEMORY_HISTORY = {"enabled": False, "annotations": [], "max_entries": 256}
+
+
+def _r264_record_function_callback(on_start, on_end):
+    _r264_GLOBAL_CALLBACKS.append((on_start, on_end))
+    return len(_r264_GLOBAL_CALLBACKS) - 1  # a CallbackHandle, dropped by the caller
+
+
+def _r264_initRecordAnnotations():
+    stage_stack = []
+
+    def on_start(name):
+        stage_stack.append(name)
+        if _r264_MEMORY_HISTORY["enabled"]:
+            _r264_MEMORY_HISTORY["annotations"].append(("START", name, time.perf_counter_ns()))
+
+    def on_end(name):
+        if stage_stack:
+            stage_stack.pop()
+        if _r264_MEMORY_HISTORY["enabled"]:
+            _r264_MEMORY_HISTORY["annotations"].append(("END", name, time.perf_counter_ns()))
+
+    _r264_record_function_callback(on_start, on_end)  # LEAK: a new global callback on every call, never removed
+
+
+def _r264_record_memory_history(enabled="all", max_entries=256):
+    """torch.cuda.memory._record_memory_history in outline (memory_snapshot.cpp's recordMemoryHistory)."""
+    _r264_initRecordAnnotations()  # called unconditionally, also for enabled=None
+    _r264_MEMORY_HISTORY["enabled"] = enabled is not None
+    _r264_MEMORY_HISTORY["max_entries"] = max_entries
+    if enabled is None:
+        _r264_MEMORY_HISTORY["annotations"].clear()
+
+
+def _r264_snapshot():
+    ann = _r264_MEMORY_HISTORY["annotations"][-_r264_MEMORY_HISTORY["max_entries"]:]
+    return {"external_annotations": list(ann)}
+
+
+@contextlib.contextmanager
+def _r264_record_function(name):
+    for on_start, _ in _r264_GLOBAL_CALLBACKS:
+        on_start(name)
+    try:
+        yield
+    finally:
+        for _, on_end in _r264_GLOBAL_CALLBACKS:
+            on_end(name)
+
+
+def memory_history_toggled_per_step_adds_callbacks(device):
+    gen = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():  # one training step recorded into its own memory snapshot
+        _r264_record_memory_history(max_entries=256)
+        x = torch.randn(64, 128, generator=gen).to(device)
+        y = torch.randint(0, 10, (64,), generator=gen).to(device)
+        with _r264_record_function("## forward ##"):
+            loss = nn.functional.cross_entropy(model(x), y)
+        with _r264_record_function("## backward ##"):
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        with _r264_record_function("## optimizer ##"):
+            opt.step()
+        snap = _r264_snapshot()
+        _r264_record_memory_history(enabled=None)
+        return {"loss": loss.item(), "annotations": len(snap["external_annotations"]),
+                "callbacks": len(_r264_GLOBAL_CALLBACKS)}
+
+    return step
+
+
+# https://github.com/ultralytics/ultralytics/pull/25024 ("Fix leaked dataloader workers at end of training (atexit
+# `killed by signal: Terminated` crash)", merged)
+# Seen: "At the end of `yolo train` (all results already saved), `InfiniteDataLoader` keeps its persistent iterator
+# alive, so its daemon worker processes are still running ... With `workers=8` that is 24 leaked daemon processes
+# (8 train + 16 val) ... `InfiniteDataLoader.__del__` would clean them up, but the loader is never
+# garbage-collected"; the author calls it session-dependent (the related ultralytics#18697 shows a second
+# `model.train()` in the same Python session hanging while the old loader's workers are torn down).
+# Fix (merged): shut the loaders' workers down explicitly when training ends (close the persistent iterators)
+# instead of relying on `__del__`.
+# Here each step is one `model.train()` run of a small sweep in one Python session, as in a notebook that keeps
+# every run's model to compare them: a fresh trainer builds an InfiniteDataLoader (1 worker, the real ultralytics
+# class in outline: a _RepeatSampler and an iterator made in __init__ and kept), trains one batch, saves its
+# results and returns. The kept model keeps its trainer and the trainer its loader, so the run's worker process
+# never exits; one more worker per run.
+class _r264_RepeatSampler:
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    def __iter__(self):
+        while True:
+            yield from iter(self.sampler)
+
+
+class _r264_InfiniteDataLoader(DataLoader):
+    """ultralytics.data.build.InfiniteDataLoader in outline."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        object.__setattr__(self, "batch_sampler", _r264_RepeatSampler(self.batch_sampler))
+        self.iterator = super().__iter__()  # LEAK: the persistent iterator (and its workers) lives as long as the loader
+
+    def __len__(self):
+        return len(self.batch_sampler.sampler)
+
+    def __iter__(self):
+        for _ in range(len(self)):
+            yield next(self.iterator)
+
+    def __del__(self):
+        try:
+            if not hasattr(self.iterator, "_workers"):
+                return
+            for w in self.iterator._workers:
+                if w.is_alive():
+                    w.terminate()
+            self.iterator._shutdown_workers()
+        except Exception:
+            pass
+
+
+class _r264_YOLODataset(Dataset):
+    def __init__(self, n=64, imgsz=32):
+        self.n, self.imgsz = n, imgsz
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        return torch.rand(3, self.imgsz, self.imgsz, generator=g), torch.randint(0, 4, (), generator=g)
+
+
+class _r264_DetectionTrainer:
+    def __init__(self, overrides, device):
+        self.args, self.device = overrides, device
+        self.model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.SiLU(), nn.AdaptiveAvgPool2d(1),
+                                   nn.Flatten(), nn.Linear(8, 4)).to(device)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=overrides["lr0"], momentum=0.937)
+        self.train_loader = _r264_InfiniteDataLoader(_r264_YOLODataset(), batch_size=overrides["batch"], shuffle=True,
+                                                     num_workers=overrides["workers"])
+        self.metrics = {}
+
+    def train(self):
+        for imgs, cls in self.train_loader:
+            loss = nn.functional.cross_entropy(self.model(imgs.to(self.device)), cls.to(self.device))
+            _update(self.optimizer, loss)
+            self.metrics = {"train/loss": loss.item()}
+            break  # epochs=1, one batch here; the loader's iterator and its worker stay open
+
+
+class _r264_YOLO:
+    def __init__(self, cfg):
+        self.cfg, self.trainer = cfg, None
+
+    def train(self, device, **overrides):
+        self.trainer = _r264_DetectionTrainer(overrides, device)
+        self.trainer.train()
+        return dict(self.trainer.metrics)
+
+
+def yolo_train_runs_keep_infinite_loader_workers(device):
+    runs = []  # every run's model, kept to compare them afterwards
+    lrs = itertools.cycle([0.01, 0.005, 0.02])
+
+    def step():  # one model.train() of the sweep
+        model = _r264_YOLO("yolo11n.yaml")
+        results = model.train(device, batch=8, workers=1, lr0=next(lrs))
+        runs.append(model)
+        return {"loss": results["train/loss"], "runs": len(runs)}
+
+    return step
+
+
+# https://github.com/matterport/Mask_RCNN/pull/1507 ("Return history object after the training.", open)
+# Seen: the PR makes `MaskRCNN.train()` return the Keras `History`; a reviewer who had done the same warns:
+# "`history` has a `history.model` member, which points to the model. This leads to python garbage collection not
+# releasing the GPU handles for the model, if you delete `model` without deleting `history`." The author: "That's
+# very good to know."
+# Fix (the thread's advice, not merged): drop the History object (or keep only `history.history`, the dict of
+# per-epoch numbers) before deleting the model; nothing in the PR changes the back-reference.
+# Here each step is one configuration of a small sweep: a MaskRCNN-like wrapper builds its Keras-style model, fits
+# one batch through a callback list that includes History (whose set_model stores the model, as Keras's does),
+# returns the history as the PR does, and the sweep keeps each history to plot the loss curves later; `del model`
+# runs, yet every configuration's weights and optimizer state stay reachable through history.model.
+# No catalog entry fits: model_rebuild, optimizer_rebuild and comm_hook_keeps_model keep the models in a registry or
+# list the user (or a hook's state) built to hold models; here the user keeps only training-metric records and the
+# model is pinned by a hidden back-link inside them (History.model), and the fix is to keep the plain metrics dict
+# (or drop the record), not to drop a model registry entry, rebind a name or reuse the model. The family is the
+# nearest by mechanism: a history list that keeps old models alive.
+class _r264_History:
+    """keras.callbacks.History."""
+
+    def __init__(self):
+        self.model, self.history, self.epoch = None, {}, []
+
+    def set_model(self, model):
+        self.model = model  # LEAK: the history record links back to the whole model
+
+    def on_epoch_end(self, epoch, logs):
+        self.epoch.append(epoch)
+        for k, v in logs.items():
+            self.history.setdefault(k, []).append(v)
+
+
+class _r264_KerasModel(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1),
+                                      nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten())
+        self.mrcnn_class = nn.Linear(32 * 4, 64)
+        self.mrcnn_head = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        return self.mrcnn_head(torch.relu(self.mrcnn_class(self.backbone(x))))
+
+    def fit(self, x, y, epochs, callbacks, lr):
+        opt = torch.optim.Adam(self.parameters(), lr=lr)
+        for cb in callbacks:
+            cb.set_model(self)
+        for epoch in range(epochs):
+            loss = nn.functional.cross_entropy(self(x), y)
+            _update(opt, loss)
+            for cb in callbacks:
+                cb.on_epoch_end(epoch, {"loss": loss.item()})
+        self.optimizer = opt  # compiled models keep their optimizer (and its slots)
+        return callbacks[0]
+
+
+class _r264_MaskRCNN:
+    def __init__(self, mode, config):
+        self.mode, self.config = mode, config
+        self.keras_model = _r264_KerasModel(config["NUM_CLASSES"])
+
+    def train(self, images, labels, learning_rate, epochs):
+        history = self.keras_model.fit(images, labels, epochs=epochs, callbacks=[_r264_History()], lr=learning_rate)
+        return history  # the PR's change: give the caller the History
+
+
+def maskrcnn_histories_keep_models(device):
+    gen = torch.Generator().manual_seed(0)
+    histories = []
+    lrs = itertools.cycle([1e-3, 5e-4, 2e-3])
+
+    def step():  # one configuration of the sweep: build, train, keep the history, delete the model
+        images = torch.rand(4, 3, 32, 32, generator=gen).to(device)
+        labels = torch.randint(0, 5, (4,), generator=gen).to(device)
+        model = _r264_MaskRCNN(mode="training", config={"NUM_CLASSES": 5})
+        model.keras_model.to(device)
+        history = model.train(images, labels, learning_rate=next(lrs), epochs=1)
+        histories.append(history)
+        del model
+        return {"loss": history.history["loss"][-1], "configs": len(histories)}
+
+    return step
+
+
+# https://github.com/anderskm/gputil/pull/50 ("Update README.md", merged)
+# Seen: "Example of encapsulating monitoring in thread does not stop. To fix this use an event passed to the thread
+# to trigger a stop." The README's Monitor is a Thread whose run() loops `while not self.stopped:
+# GPUtil.showUtilization(); time.sleep(self.delay)` and whose stop() only sets the flag.
+# Fix (merged by the maintainer, who "could not recreate the non-stopping thread using the existing example, but
+# ... Event is a much better signaling approach"): stop() sets a threading.Event and run() waits on it
+# (`self.stopped.wait(self.delay)`), so stopping wakes the thread at once; no measurement in the thread.
+# Here each step is one short epoch wrapped in the README pattern, `monitor = Monitor(10)` ... `monitor.stop()`:
+# stop() sets the flag but does not wake or join the thread, which sleeps out the rest of its 10 s delay, so with
+# epochs much shorter than the delay every epoch leaves one more monitor thread alive (made a daemon here; the
+# README's is not). showUtilization() is GPUtil's table, read from torch instead of nvidia-smi.
+def _r264_showUtilization(device):
+    out = io.StringIO()
+    if device == "cuda" and torch.cuda.is_available():
+        used, total = torch.cuda.mem_get_info()
+        out.write(f"| ID | GPU | MEM |\n|  0 | n/a | {100 * (total - used) / total:3.0f}% |\n")
+    else:
+        out.write("| ID | GPU | MEM |\n|  - |  -  |  -  |\n")
+    return out.getvalue()
+
+
+class _r264_Monitor(threading.Thread):
+    """The GPUtil README's Monitor before PR 50."""
+
+    def __init__(self, delay, device):
+        super().__init__(daemon=True)
+        self.stopped = False
+        self.delay = delay  # Time between calls to GPUtil
+        self.device = device
+        self.last_table = ""
+        self.start()
+
+    def run(self):
+        while not self.stopped:
+            self.last_table = _r264_showUtilization(self.device)
+            time.sleep(self.delay)  # LEAK: stop() cannot wake this sleep, and nobody joins the thread
+
+    def stop(self):
+        self.stopped = True
+
+
+def gputil_monitor_per_epoch_outlives_stop(device):
+    gen = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():  # one short epoch under a utilization monitor
+        monitor = _r264_Monitor(10, device)
+        total = 0.0
+        for _ in range(4):
+            x = torch.randn(16, 32, generator=gen).to(device)
+            loss = model(x).pow(2).mean()
+            _update(opt, loss)
+            total += loss.item()
+        monitor.stop()
+        return {"loss": total / 4, "threads": threading.active_count()}
+
+    return step
+
+
+# Round 26, h5.
+# Imports this fragment needs: none beyond fresh_steps.py's (functools, logging, os, tempfile, time, torch, nn).
+
+
+# https://github.com/Prisma-Multimodal/ViT-Prisma/issues/188 ("Memory leak issue in the HookedViT", closed)
+# Seen: "I find a bug that causes memory leaks when adopting HookedViT to the `EAP-IG` code base": HookPoint.remove_hooks
+# chose with `if dir == "fwd" or dir == "both": ... elif dir == "bwd" or dir == "both": ...`, so `dir="both"` (what the
+# `hooks()` context manager's reset_hooks passes on exit) removed the forward hooks and never the backward ones.
+# Fix (merged, Prisma-Multimodal/ViT-Prisma#201 "Fix: Memory leak"): `if` instead of `elif`, as TransformerLens has it;
+# the backward hooks' handles are then removed on exit.
+# Here one EAP attribution batch on a tiny hooked ViT, the way EAP-IG drives it: make_hooks_and_matrices builds the
+# batch's activation_difference tensor and closures over it, a corrupted and a clean forward run under
+# `model.hooks(fwd_hooks=...)`, then `with model.hooks(fwd_hooks=..., bwd_hooks=...)` a third forward and
+# metric.backward() accumulate the edge scores. On leaving the context the backward hooks stay registered on every
+# HookPoint, each keeping its batch's activation_difference (and running again in every later backward).
+class _r265_LensHandle:
+    def __init__(self, hook, is_permanent=False, context_level=None):
+        self.hook, self.is_permanent, self.context_level = hook, is_permanent, context_level
+
+
+class _r265_HookPoint(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fwd_hooks, self.bwd_hooks, self.ctx, self.name = [], [], {}, None
+
+    def add_hook(self, hook, dir="fwd", is_permanent=False, level=None):
+        if dir == "fwd":
+            def full_hook(module, module_input, module_output):
+                return hook(module_output, hook=self)
+            self.fwd_hooks.append(_r265_LensHandle(self.register_forward_hook(full_hook), is_permanent, level))
+        else:
+            def full_hook(module, grad_input, grad_output):
+                return hook(grad_output[0], hook=self)
+            self.bwd_hooks.append(_r265_LensHandle(self.register_full_backward_hook(full_hook), is_permanent, level))
+
+    def remove_hooks(self, dir="fwd", including_permanent=False, level=None):
+        def _remove_hooks(handles):
+            output_handles = []
+            for handle in handles:
+                if including_permanent or (not handle.is_permanent and (level is None or handle.context_level == level)):
+                    handle.hook.remove()
+                else:
+                    output_handles.append(handle)
+            return output_handles
+
+        if dir == "fwd" or dir == "both":
+            self.fwd_hooks = _remove_hooks(self.fwd_hooks)
+        elif dir == "bwd" or dir == "both":  # LEAK: `elif`: with dir="both" the backward hooks are never removed
+            self.bwd_hooks = _remove_hooks(self.bwd_hooks)
+        else:
+            raise ValueError(f"Invalid direction {dir}. dir must be 'fwd', 'bwd', or 'both'")
+
+    def forward(self, x):
+        return x
+
+
+class _r265_HookedViT(nn.Module):
+    def __init__(self, d_model=32, n_layers=2, n_classes=10):
+        super().__init__()
+        self.patch = nn.Linear(48, d_model)
+        self.hook_embed = _r265_HookPoint()
+        self.blocks = nn.ModuleList()
+        for _ in range(n_layers):
+            blk = nn.Module()
+            blk.ln, blk.mlp, blk.hook_mlp_out = nn.LayerNorm(d_model), nn.Linear(d_model, d_model), _r265_HookPoint()
+            self.blocks.append(blk)
+        self.head = nn.Linear(d_model, n_classes)
+        self.context_level = 0
+        self.hook_dict = {}
+        for name, module in self.named_modules():
+            if isinstance(module, _r265_HookPoint):
+                module.name = name
+                self.hook_dict[name] = module
+
+    def forward(self, patches):
+        x = self.hook_embed(self.patch(patches))
+        for blk in self.blocks:
+            x = x + blk.hook_mlp_out(torch.tanh(blk.mlp(blk.ln(x))))
+        return self.head(x[:, 0])
+
+    def reset_hooks(self, clear_contexts=True, direction="both", including_permanent=False, level=None):
+        for hp in self.hook_dict.values():
+            if clear_contexts:
+                hp.ctx = {}
+            hp.remove_hooks(direction, including_permanent, level)
+
+    @contextlib.contextmanager
+    def hooks(self, fwd_hooks=(), bwd_hooks=(), reset_hooks_end=True, clear_contexts=True):
+        try:
+            self.context_level += 1
+            for name, hook in fwd_hooks:
+                self.hook_dict[name].add_hook(hook, dir="fwd", level=self.context_level)
+            for name, hook in bwd_hooks:
+                self.hook_dict[name].add_hook(hook, dir="bwd", level=self.context_level)
+            yield self
+        finally:
+            if reset_hooks_end:
+                self.reset_hooks(clear_contexts, including_permanent=False, level=self.context_level)
+            self.context_level -= 1
+
+
+def _r265_make_hooks_and_matrices(model, names, batch_size, n_pos, d_model, scores, device):
+    activation_difference = torch.zeros((batch_size, n_pos, len(names), d_model), device=device)
+
+    def activation_hook(index, add):
+        def hook(activations, hook):
+            acts = activations.detach()
+            if add:
+                activation_difference[:, :, index] += acts
+            else:
+                activation_difference[:, :, index] -= acts
+        return hook
+
+    def gradient_hook(index):
+        def hook(gradients, hook):
+            grads = gradients.detach()
+            s = torch.einsum("bpfd,bpd->f", activation_difference[:, :, :index + 1], grads)
+            scores[: index + 1, index] += s
+        return hook
+
+    fwd_corrupted = [(n, activation_hook(i, add=True)) for i, n in enumerate(names)]
+    fwd_clean = [(n, activation_hook(i, add=False)) for i, n in enumerate(names)]
+    bwd = [(n, gradient_hook(i)) for i, n in enumerate(names)]
+    return (fwd_corrupted, fwd_clean, bwd), activation_difference
+
+
+def hooked_vit_eap_backward_hooks_pile_up(device):
+    torch.manual_seed(0)
+    model = _r265_HookedViT().to(device)
+    names = list(model.hook_dict)
+    scores = torch.zeros((len(names), len(names)), device=device)
+    gen = torch.Generator().manual_seed(265)
+
+    def step():  # one EAP batch: corrupted and clean forwards, then a hooked forward + backward for the edge scores
+        clean = torch.randn(8, 17, 48, generator=gen).to(device)
+        corrupted = clean + 0.5 * torch.randn(8, 17, 48, generator=gen).to(device)
+        label = torch.randint(0, 10, (8,), generator=gen).to(device)
+        (fwd_corrupted, fwd_clean, bwd), activation_difference = _r265_make_hooks_and_matrices(
+            model, names, 8, 17, 32, scores, device)
+        with torch.inference_mode():
+            with model.hooks(fwd_hooks=fwd_corrupted):
+                model(corrupted)
+            with model.hooks(fwd_hooks=fwd_clean):
+                clean_logits = model(clean)
+        with model.hooks(fwd_hooks=fwd_clean, bwd_hooks=bwd):
+            logits = model(clean)
+            metric = nn.functional.cross_entropy(logits, label)
+            metric.backward()
+        model.zero_grad(set_to_none=True)
+        return {"metric": metric.item(), "clean_logit_max": float(clean_logits.max()), "bwd_hooks": sum(len(hp.bwd_hooks) for hp in model.hook_dict.values())}
+
+    return step
+
+
+# https://github.com/A-suozhang/ada3d/issues/3 ("cuda memory increases with the iteration increasing", open)
+# Seen: "cuda memory increased with the iteration increasing, 2M per/iteration on average, I find that it's owing to the
+# mask_bn layer": the masked batch norm of Ada3D's BEV backbone updates its running variance in training with
+# `self.running_var = (1.-self.momentum)*self.running_var + self.momentum*var_.view(-1)`, where var_ is computed from
+# the gathered (non-empty) BEV features, so "the memory of var_ is linked repeatedly to self.running_var without
+# releasing".
+# Fix (the reporter's, confirmed by their measurement, no maintainer reply): put `with torch.no_grad():` before the
+# update.
+# Here one training step of a small BEV backbone (conv, masked BN over the non-empty cells, conv, detection-style
+# head) on a sparse pseudo-image; the masked BN is the reporter's: gather the non-empty cells, normalise them by the
+# batch variance, scatter them back, and update running_var outside no_grad. Each step's running_var is an autograd
+# output linked to the previous one and to that step's gathered features: no backward ever runs through it, so every
+# step's graph stays alive with its saved tensors.
+class _r265_MaskedBatchNorm2d(nn.BatchNorm2d):
+    def forward(self, x):
+        B, C, W, J = x.shape
+        nonzero = x.abs().sum(1) > 0
+        idxs = nonzero.nonzero()
+        gathered = x[idxs[:, 0], :, idxs[:, 1], idxs[:, 2]]  # [K, C]
+        mean_ = gathered.mean(dim=0, keepdim=True)
+        if not self.training:
+            var_ = self.running_var.reshape([1, -1])
+        else:
+            var_ = ((gathered - mean_) ** 2).mean(dim=0, keepdim=True)
+            self.running_var = (1. - self.momentum) * self.running_var + self.momentum * var_.view(-1)  # LEAK: var_ carries this step's graph; running_var chains every step's
+        gathered_bn = gathered / torch.sqrt(var_ + self.eps)
+        if self.affine:
+            gathered_bn = gathered_bn * self.weight.reshape([1, -1])
+        x = x.clone()
+        x[idxs[:, 0], :, idxs[:, 1], idxs[:, 2]] = gathered_bn
+        return x
+
+
+def masked_bn_running_var_keeps_graph(device):
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1, bias=False), _r265_MaskedBatchNorm2d(32, eps=1e-3),
+                             nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU()).to(device)
+    head = nn.Conv2d(32, 8, 1).to(device)
+    opt = torch.optim.Adam(list(backbone.parameters()) + list(head.parameters()), lr=1e-3)
+    gen = torch.Generator().manual_seed(2652)
+
+    def step():  # one batch of 2 sparse 40x40 BEV pseudo-images (about a third of the cells occupied)
+        occupied = (torch.rand(2, 1, 40, 40, generator=gen) < 0.3).float()
+        bev = (torch.randn(2, 16, 40, 40, generator=gen) * occupied).to(device)
+        target = torch.randn(2, 8, 40, 40, generator=gen).to(device)
+        pred = head(backbone(bev))
+        loss = nn.functional.smooth_l1_loss(pred, target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/wandb/wandb/issues/7124 ("[CLI]: [OSError: [Errno 24] Too many open files] when using sweep",
+# closed)
+# Seen: a grid-search sweep run by one `wandb.agent(sweep_id, function=main)`; each run reads a csv and opens a log
+# file with `file_handler = logging.FileHandler(filename=save_path, mode='w')`; "The first 900 runs in the sweep were
+# fine. Yet starting from around 922th run, I began to experience Error when opening files" (Errno 24).
+# Fix (the reporter's, confirmed by them: "the problem's solved"): `logger.removeHandler(file_handler)` at the end of
+# each run. They tried `with logging.FileHandler(...)` first: it fails (AttributeError: __enter__).
+# Here each step is one sweep run in the agent's process: setup_logger adds a FileHandler for the run's log file to
+# the module logger, the run trains a small GCN-style encoder for two batches and logs to the file. The logger keeps
+# every run's handler, and each handler its open file: one more descriptor per run.
+# ENTRY None: the descriptor is not one the step's code opens and forgets (files_opened_in_getitem: a Dataset holding
+# each sample's file, fixed by opening with `with`); it belongs to a logging handler kept by a process-wide logger
+# (logging's registry), and `with` does not even apply to a FileHandler. The fix is to take the handler off the
+# logger (removeHandler, and close it) at the end of each run: no catalog entry has that mechanism or that fix.
+class _r265_GCNEncoder(nn.Module):
+    def __init__(self, in_dim, hidden):
+        super().__init__()
+        self.lin1, self.lin2, self.out = nn.Linear(in_dim, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, 1)
+
+    def forward(self, x, adj):
+        h = torch.relu(adj @ self.lin1(x))
+        h = torch.relu(adj @ self.lin2(h))
+        return self.out(h).squeeze(-1)
+
+
+def sweep_run_file_handler_never_removed(device):
+    log_dir = tempfile.TemporaryDirectory(prefix="r265_sweep_")
+    logger = logging.getLogger(f"r265.sweep.main.{id(log_dir)}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    gen = torch.Generator().manual_seed(2653)
+    hidden_values = [16, 32, 64]
+    run = [0]
+
+    def setup_logger(save_path):
+        file_handler = logging.FileHandler(filename=save_path, mode="w")  # LEAK: added to the logger every run, never removed
+        file_handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+        logger.addHandler(file_handler)
+        logger.info("test log message")
+
+    def step():  # one sweep run: main(cfg) with the next grid point
+        hidden = hidden_values[run[0] % len(hidden_values)]
+        run[0] += 1
+        setup_logger(os.path.join(log_dir.name, f"run_{run[0]:05d}.log"))
+        torch.manual_seed(run[0])
+        model = _r265_GCNEncoder(8, hidden).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        x = torch.randn(30, 8, generator=gen).to(device)
+        adj = (torch.rand(30, 30, generator=gen) < 0.1).float()
+        adj = ((adj + adj.T + torch.eye(30)) > 0).float()
+        adj = (adj / adj.sum(1, keepdim=True)).to(device)
+        y = (torch.rand(30, generator=gen) < 0.5).float().to(device)
+        for _ in range(2):
+            loss = nn.functional.binary_cross_entropy_with_logits(model(x, adj), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        logger.info("run %d hidden=%d loss=%.4f", run[0], hidden, loss.item())
+        return {"loss": loss.item(), "handlers": len(logger.handlers)}
+
+    step.log_dir = log_dir  # the factory owns the directory; it goes with the step
+    return step
+
+
+# https://github.com/NVIDIA/TensorRT-LLM/pull/16940 ("[TRTLLM-14116][feat] Add DeepSeek-V4 Hopper support", merged)
+# Seen: in review of the FP8 KV-cache path of flash_mla.py, "`_fp8_token_update_grids` grows without a bound. This
+# cache is keyed on `(num_requests, max_tokens)` and never evicts. In serving, both components vary: `num_requests`
+# follows the batch size, and `max_tokens` follows ... `max_new_tokens` on the write path. Each entry holds two int64
+# CUDA tensors of `num_requests * max_tokens` elements ... A long-running server that sees many distinct batch shapes
+# accumulates these entries until the device runs out of memory."
+# Fix (the review's suggestion, not confirmed in the thread: whether it landed before the merge is not shown): bound
+# the cache (an LRU with a small capacity) or key it so it repeats.
+# Here one decode-write step of a tiny serving loop: the step's batch has its own number of requests and max new
+# tokens (both drawn per step, as a server sees them), the (request, token) scatter grids come from the dict cache
+# keyed on the pair, and the step's new FP8-like (int8-quantised) K rows are written into a paged cache with them.
+# Every new pair adds two int64 tensors that are never evicted.
+class _r265_FlashMLAWriter:
+    def __init__(self, num_slots, head_dim, device):
+        self.kv_cache = torch.zeros(num_slots, head_dim, dtype=torch.int8, device=device)
+        self._fp8_token_update_grids = {}
+
+    def _get_token_update_grids(self, num_requests, max_tokens, device):
+        key = (num_requests, max_tokens)
+        cached = self._fp8_token_update_grids.get(key)
+        if cached is not None:
+            return cached
+        all_slots = torch.arange(num_requests * max_tokens, device=device, dtype=torch.long)
+        grids = (all_slots // max_tokens, all_slots % max_tokens)
+        self._fp8_token_update_grids[key] = grids  # LEAK: a new entry for every (num_requests, max_tokens), never evicted
+        return grids
+
+    def write(self, k_new, block_table, scale):
+        num_requests, max_tokens, _ = k_new.shape
+        req, tok = self._get_token_update_grids(num_requests, max_tokens, k_new.device)
+        slots = block_table[req] + tok
+        q = torch.clamp(torch.round(k_new.reshape(-1, k_new.shape[-1]) / scale), -127, 127).to(torch.int8)
+        self.kv_cache[slots] = q
+        return slots
+
+
+def fp8_token_update_grids_per_batch_shape(device):
+    torch.manual_seed(0)
+    head_dim = 64
+    proj = nn.Linear(head_dim, head_dim).to(device).eval()
+    writer = _r265_FlashMLAWriter(64 * 512, head_dim, device)
+    gen = torch.Generator().manual_seed(2654)
+
+    def step():  # one write step for the batch the scheduler formed
+        num_requests = int(torch.randint(1, 65, (1,), generator=gen))
+        max_tokens = int(torch.randint(1, 257, (1,), generator=gen))
+        hidden = torch.randn(num_requests, max_tokens, head_dim, generator=gen).to(device)
+        block_table = (torch.arange(num_requests) * 512).to(device)
+        with torch.inference_mode():
+            k_new = proj(hidden)
+            scale = k_new.abs().amax().clamp(min=1e-6) / 127
+            slots = writer.write(k_new, block_table, scale)
+        return {"slots_written": int(slots.numel()), "cached_grids": len(writer._fp8_token_update_grids)}
+
+    return step
+
+
+# https://github.com/luo3300612/Visualizer/issues/26 ("对数据集不同批次调用 取出来的结果会越来越大", i.e. "calling it on
+# different batches of a dataset, what I take out keeps getting bigger", closed)
+# Seen: with the Visualizer's `@get_local('attn_map')` on a ViT's Attention.forward, calling the model batch after
+# batch over a dataset, the cache's lists grow with every batch; the reporter asked how to empty the cache after each
+# call "without affecting the next batch's cache". get_local keeps a class-level `cache = {}` of lists and appends
+# every call's `values.detach().cpu().numpy()`.
+# Fix (the reporter's, confirmed by them: "调用clear即可，之前用的del没用", "calling clear() works; del, which I used
+# before, did not"): `get_local.clear()` after each batch.
+# Here one batch of attention-map extraction from a tiny ViT whose attention forward is decorated with the same
+# get_local (the library rewrites the function's bytecode so it returns (result, local); the miniature returns the
+# pair itself); the batch's maps are read from the cache and the cache is never cleared, so every batch's maps (one
+# per block) stay in it. The library stores NumPy copies; the miniature stores the detached CPU tensors.
+class _r265_get_local:
+    cache = {}
+    is_activate = False
+
+    def __init__(self, varname):
+        self.varname = varname
+
+    def __call__(self, func):
+        if not type(self).is_activate:
+            return func
+        type(self).cache[func.__qualname__] = []
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            res, values = func(*args, **kwargs)
+            type(self).cache[func.__qualname__].append(values.detach().cpu())  # LEAK: every call's map kept until clear()
+            return res
+        return wrapper
+
+    @classmethod
+    def clear(cls):
+        for key in cls.cache.keys():
+            cls.cache[key] = []
+
+    @classmethod
+    def activate(cls):
+        cls.is_activate = True
+
+
+_r265_get_local.activate()
+
+
+class _r265_Attention(nn.Module):
+    def __init__(self, dim, num_heads=4):
+        super().__init__()
+        self.num_heads, self.scale = num_heads, (dim // num_heads) ** -0.5
+        self.qkv, self.proj = nn.Linear(dim, dim * 3), nn.Linear(dim, dim)
+
+    @_r265_get_local("attn_map")
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = (q @ k.transpose(-2, -1)) * self.scale
+        attn = attn.softmax(dim=-1)
+        attn_map = attn
+        x = (attn @ v).transpose(1, 2).reshape(B, N, C)
+        return self.proj(x), attn_map
+
+
+class _r265_TinyViT(nn.Module):
+    def __init__(self, dim=64, depth=2, n_classes=10):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, 8, stride=8)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.blocks = nn.ModuleList([_r265_Attention(dim) for _ in range(depth)])
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, n_classes)
+
+    def forward(self, img):
+        x = self.patch_embed(img).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        for blk in self.blocks:
+            x = x + blk(x)
+        return self.head(self.norm(x[:, 0]))
+
+
+def get_local_attention_maps_cached_per_batch(device):
+    torch.manual_seed(0)
+    model = _r265_TinyViT().to(device).eval()
+    key = _r265_Attention.forward.__qualname__
+    gen = torch.Generator().manual_seed(2655)
+
+    def step():  # one batch of 8 32x32 images: predict, then read this batch's attention maps from the cache
+        images = torch.rand(8, 3, 32, 32, generator=gen).to(device)
+        with torch.no_grad():
+            logits = model(images)
+        cache = _r265_get_local.cache[key]
+        attention_maps = cache[-len(model.blocks):]  # this batch's maps, one per block
+        cls_attention = attention_maps[-1][:, :, 0, 1:].mean(1)  # last block, CLS token to patches
+        return {"max_logit": float(logits.max()), "cls_attn_max": float(cls_attention.max()), "cached_maps": len(cache)}
+
+    return step
+
+
+# Round 26, h6.
+# Imports this fragment needs: none beyond fresh_steps.py's (weakref, torch, nn, TorchDispatchMode).
+
+
+# https://github.com/vllm-project/llm-compressor/pull/2387 ("[Bugfix] Fix circular references when activation offload
+# device is cuda", merged)
+# Seen: "#2366 introduced a `WeakKeyDictionary` layer which caches shared tensors. This is a good approach, but has an
+# edge case where, if the value of entry is identical to the key of the entry, then the key will never be garbage
+# collected", which happens "if the user specifies `sequential_offload_device="cuda"`, or if the AWQ offload device
+# is "cuda"": a "memory leak in AWQ which led to very high CUDA memory usage" (before/after plots in the PR).
+# Fix (merged, 2e469aa, measured with those plots): in IntermediatesCache._offload_value, store the entry only
+# `if offloaded is not value:  # avoid circular ref`.
+# Here one calibration batch of the sequential pipeline in miniature: the batch goes through two subgraphs of a small
+# decoder, each subgraph's outputs are stored in a fresh IntermediatesCache with offload_device "cpu" (the batch is
+# already on the CPU, as the activations are on cuda in the report), read back for the next subgraph, and an
+# AWQ-like per-channel scale is fitted from them. Offloading a tensor to the device it is on returns the tensor
+# itself, so the class-wide WeakKeyDictionary `offload_values` maps each activation to itself: the value keeps the
+# weak key alive and every batch's activations stay, although the caches that used them are gone.
+# ENTRY None: the growing container is a weak-key cache, which is meant to forget an entry when its key dies; it
+# keeps them because each entry's value is its own key. No catalog entry has that mechanism (lru_cache_unbounded and
+# lru_cache_matcher hold their tensor keys strongly and are fixed with a bound or stable keys; notebook_output_cache
+# is IPython's history), and the fix is none of theirs either: not a bound, not repeating keys, but not storing an
+# entry whose value is the key (or holding the value weakly too).
+class _r266_OverrideEqMode(TorchDispatchMode):
+    """llmcompressor.pipelines.cache.OverrideEqMode: tensor == tensor compares identity, for dict lookups."""
+
+    def __torch_dispatch__(self, func, _types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten.eq.Tensor:
+            assert len(args) == 2, "Exactly 2 args must be provided"
+            return torch.tensor(id(args[0]) == id(args[1]))
+        return func(*args, **kwargs)
+
+
+class _r266_IntermediateValue:
+    def __init__(self, value, device):
+        self.value, self.device = value, device
+
+
+class _r266_IntermediatesCache:
+    """llmcompressor.pipelines.cache.IntermediatesCache after #2366, before #2387 (tensors and tuples only)."""
+
+    # map of onload value -> offload value, used to avoid excess memory usage when shared tensors are offloaded
+    offload_values = weakref.WeakKeyDictionary()
+
+    def __init__(self, batch_intermediates=None, offload_device="cpu"):
+        self.batch_intermediates = batch_intermediates or []
+        self.offload_device = offload_device
+
+    @classmethod
+    def empty(cls, num_batches, offload_device):
+        return cls([{} for _ in range(num_batches)], offload_device)
+
+    def update(self, batch_index, values):
+        for key, value in values.items():
+            self.batch_intermediates[batch_index][key] = self._offload_value(value, self.offload_device)
+
+    def fetch(self, batch_index, input_names):
+        return {k: self._onload_value(v) for k, v in self.batch_intermediates[batch_index].items()
+                if k in input_names}
+
+    @classmethod
+    def _onload_value(cls, intermediate):
+        value, device = intermediate.value, intermediate.device
+        if isinstance(value, torch.Tensor):
+            return value.to(device=device)
+        if isinstance(value, tuple):
+            return tuple(cls._onload_value(v) for v in value)
+        return value
+
+    @classmethod
+    def _offload_value(cls, value, offload_device, onload_device=None):
+        if isinstance(value, torch.Tensor):
+            with _r266_OverrideEqMode():
+                if value in cls.offload_values:  # check for cache hit between shared tensors
+                    offloaded = cls.offload_values[value]
+                else:
+                    offloaded = value.to(device=offload_device)  # move to offload if no hit
+                    cls.offload_values[value] = offloaded  # LEAK: offloaded is value on the same device: the entry keeps its own weak key
+            return _r266_IntermediateValue(offloaded, onload_device if onload_device else value.device)
+        if isinstance(value, tuple):
+            return _r266_IntermediateValue(tuple(cls._offload_value(v, offload_device, onload_device) for v in value),
+                                           None)
+        return _r266_IntermediateValue(value, None)
+
+
+class _r266_DecoderLayer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.up, self.down = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+
+    def forward(self, hidden_states):
+        return hidden_states + self.down(nn.functional.gelu(self.up(self.norm(hidden_states))))
+
+
+def sequential_pipeline_offload_cache_keeps_same_device_activations(device):
+    gen = torch.Generator().manual_seed(2662)
+    d, seq = 64, 32
+    subgraphs = [_r266_DecoderLayer(d).to(device).eval() for _ in range(2)]
+    embed = nn.Embedding(256, d).to(device)
+
+    def step():  # one calibration batch through the sequential pipeline
+        ids = torch.randint(0, 256, (4, seq), generator=gen).to(device)
+        with torch.no_grad():
+            hidden = embed(ids)
+            scales = []
+            for layer in subgraphs:
+                activations = _r266_IntermediatesCache.empty(1, offload_device=device)
+                activations.update(0, {"hidden_states": hidden, "inputs": (hidden.detach(),)})
+                inputs = activations.fetch(0, ["hidden_states"])
+                x = inputs["hidden_states"]
+                scales.append(x.abs().flatten(0, 1).mean(0).pow(0.5))  # AWQ: per-channel activation scale
+                out = layer(x)
+                activations.update(0, {"hidden_states": out})
+                hidden = activations.fetch(0, ["hidden_states"])["hidden_states"]
+        return {"scale_mean": float(torch.stack(scales).mean()),
+                "offload_values": len(_r266_IntermediatesCache.offload_values)}
+
+    return step
+
+
+# https://github.com/deepspeedai/DeepSpeed/pull/8356 ("Stop the debug name maps from pinning the model they
+# snapshot", merged), problem 2 of https://github.com/deepspeedai/DeepSpeed/issues/8353 ("[BUG]Unfreed parameters
+# and unnecessary peak memory in autoEP")
+# Seen: deepspeed/utils/debug.py keeps two module-level dicts, module_names and param_names, filled from the model at
+# engine init (engine.py:402) and reset only in destroy(); "Anything that swaps a submodule out between those two
+# points cannot release it. `setattr(parent, name, replacement)` unlinks the old module from the tree, but every one of
+# its parameters is still a live key"; AutoEP's expert-parallel replacement hit it, kernel injection replaces modules
+# the same way. "Replacing all 16 blocks of a 64 MiB model: master replaced 64.0 MiB, still resident 64.0 MiB".
+# Fix (merged, measured in the PR: "with #8356 replaced 64.0 MiB, still resident 0.0 MiB"): key the maps on id() and
+# drop each entry with weakref.finalize when its module or parameter dies (WeakKeyDictionary does not work for
+# tensors: its lookups call Tensor.__eq__).
+# Here the engine is built once over a 64-block MoE-style model (debug_extract_module_and_param_names snapshots it),
+# and each training step replaces the next block's dense experts with their expert-parallel version (the AutoEP
+# replacement, done lazily one block per step), then trains one batch. The unlinked dense block, its weights and
+# their gradients, stays a key of the two module-level maps until destroy(), so each step pins one more block (32 KiB)
+# for the first 64 steps; after that only replacements of replacements are made, which the maps never saw.
+_r266_module_names = {}
+_r266_param_names = {}
+
+
+def _r266_debug_extract_module_and_param_names(model):
+    global _r266_module_names, _r266_param_names
+    _r266_module_names = {module: name for name, module in model.named_modules()}  # LEAK: strong keys, kept until destroy()
+    _r266_param_names = {param: name for name, param in model.named_parameters()}
+
+
+def _r266_debug_clear_module_and_param_names():
+    global _r266_module_names, _r266_param_names
+    _r266_module_names, _r266_param_names = {}, {}
+
+
+class _r266_DenseExperts(nn.Module):
+    def __init__(self, d, n_experts):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(n_experts, d, 2 * d) * 0.05)
+        self.w2 = nn.Parameter(torch.randn(n_experts, 2 * d, d) * 0.05)
+
+    def forward(self, x, gate):
+        h = torch.bmm(x.unsqueeze(0).expand(self.w1.shape[0], -1, -1), self.w1).relu()  # (experts, batch, 2d)
+        return (torch.bmm(h, self.w2) * gate.t().unsqueeze(-1)).sum(0)
+
+
+class _r266_ExpertParallelExperts(_r266_DenseExperts):
+    """The replacement AutoEP installs: same math, its own (resharded) copy of the expert weights."""
+
+    @classmethod
+    def from_dense(cls, dense):
+        ep = cls.__new__(cls)
+        nn.Module.__init__(ep)
+        ep.w1 = nn.Parameter(dense.w1.detach().clone())
+        ep.w2 = nn.Parameter(dense.w2.detach().clone())
+        return ep
+
+
+class _r266_MoEBlock(nn.Module):
+    def __init__(self, d, n_experts):
+        super().__init__()
+        self.gate = nn.Linear(d, n_experts)
+        self.experts = _r266_DenseExperts(d, n_experts)
+
+    def forward(self, x):
+        return x + self.experts(x, self.gate(x).softmax(-1))
+
+
+class _r266_DeepSpeedEngine(nn.Module):
+    def __init__(self, model, lr):
+        super().__init__()
+        self.module = model
+        _r266_debug_extract_module_and_param_names(model)  # engine.py: "snapshots the model"
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+
+    def forward(self, x):
+        return self.module(x)
+
+    def replace_experts(self, i):
+        block = self.module[i]
+        block.experts = _r266_ExpertParallelExperts.from_dense(block.experts)
+        self.optimizer = torch.optim.SGD(self.module.parameters(), lr=self.optimizer.param_groups[0]["lr"])
+
+    def backward_and_step(self, loss):
+        _update(self.optimizer, loss)
+
+    def destroy(self):
+        _r266_debug_clear_module_and_param_names()
+
+
+def deepspeed_debug_name_maps_pin_replaced_experts(device):
+    gen = torch.Generator().manual_seed(2663)
+    torch.manual_seed(2663)
+    d, n_experts, n_blocks = 16, 4, 64
+    model = nn.Sequential(*[_r266_MoEBlock(d, n_experts) for _ in range(n_blocks)]).to(device)
+    engine = _r266_DeepSpeedEngine(model, lr=0.01)
+    head = nn.Linear(d, 4).to(device)
+    head_opt = torch.optim.SGD(head.parameters(), lr=0.01)
+    state = {"next_block": 0}
+
+    def step():  # replace one more block's experts, then train a batch
+        i = state["next_block"] % n_blocks
+        state["next_block"] += 1
+        engine.replace_experts(i)
+        x = torch.randn(8, d, generator=gen).to(device)
+        y = torch.randint(0, 4, (8,), generator=gen).to(device)
+        loss = nn.functional.cross_entropy(head(engine(x)), y)
+        head_opt.zero_grad(set_to_none=True)
+        engine.backward_and_step(loss)
+        head_opt.step()
+        return {"loss": loss.item(), "replaced_blocks": min(state["next_block"], n_blocks),
+                "named_params": len(_r266_param_names)}
+
+    return step
+
+
 RESOURCE = {
     "metric_state_never_reset": "cpu_tensors",
     "lstm_memories_keep_graph": "cpu_tensors",
@@ -36701,6 +38601,29 @@ RESOURCE = {
     "keras_kfold_models_in_default_graph": "cpu_tensors",
     "sevenn_inference_outputs_kept_on_device": "cpu_tensors",
     "nengo_param_values_outlive_networks": "cpu_tensors",
+    "gpt2_tvd_written_into_tensor_with_graph": "cpu_tensors",
+    "vgg_outputs_stocked_with_graph": "cpu_tensors",
+    "universr_enhanced_clip_keeps_trajectory": "cpu_tensors",
+    "analog_log_dataset_maps_every_chunk": "mapped_files",
+    "vllm_omni_aborted_generations_keep_arena_pages": "host_rss",
+    "vllm_parallel_sample_groups_stay_registered": "python_objects",
+    "template_model_rule_server_kept_by_finalizer": "children",
+    "maniskill_scene_cycle_per_reconfigure": "cpu_tensors",
+    "lpips_metric_state_keeps_graph": "cpu_tensors",
+    "humaneval_x_timeouts_leave_programs_running": "children",
+    "transcription_eval_per_recording_length": "host_heap",
+    "cupy_memory_profile_hook_keeps_function_nodes": "cpu_tensors",
+    "memory_history_toggled_per_step_adds_callbacks": "python_objects",
+    "yolo_train_runs_keep_infinite_loader_workers": "children",
+    "maskrcnn_histories_keep_models": "cpu_tensors",
+    "gputil_monitor_per_epoch_outlives_stop": "threads",
+    "hooked_vit_eap_backward_hooks_pile_up": "cpu_tensors",
+    "masked_bn_running_var_keeps_graph": "cpu_tensors",
+    "sweep_run_file_handler_never_removed": "open_fds",
+    "fp8_token_update_grids_per_batch_shape": "cpu_tensors",
+    "get_local_attention_maps_cached_per_batch": "cpu_tensors",
+    "sequential_pipeline_offload_cache_keeps_same_device_activations": "cpu_tensors",
+    "deepspeed_debug_name_maps_pin_replaced_experts": "cpu_tensors",
 }
 
 
@@ -37511,6 +39434,29 @@ ENTRY = {
     "keras_kfold_models_in_default_graph": "model_rebuild",
     "sevenn_inference_outputs_kept_on_device": "feature_list",
     "nengo_param_values_outlive_networks": None,
+    "gpt2_tvd_written_into_tensor_with_graph": "validation_without_no_grad",
+    "vgg_outputs_stocked_with_graph": "feature_list",
+    "universr_enhanced_clip_keeps_trajectory": "view_keeps_base",
+    "analog_log_dataset_maps_every_chunk": "mmap_checkpoints_kept",
+    "vllm_omni_aborted_generations_keep_arena_pages": "malloc_arena_fragmentation",
+    "vllm_parallel_sample_groups_stay_registered": "model_rebuild",
+    "template_model_rule_server_kept_by_finalizer": None,
+    "maniskill_scene_cycle_per_reconfigure": "cyclic_garbage",
+    "lpips_metric_state_keeps_graph": "loss_accumulation",
+    "humaneval_x_timeouts_leave_programs_running": None,
+    "transcription_eval_per_recording_length": "onednn_variable_shapes",
+    "cupy_memory_profile_hook_keeps_function_nodes": "hook_caching",
+    "memory_history_toggled_per_step_adds_callbacks": "hook_registered_every_forward",
+    "yolo_train_runs_keep_infinite_loader_workers": "dataloader_exception_workers",
+    "maskrcnn_histories_keep_models": None,
+    "gputil_monitor_per_epoch_outlives_stop": "threads_never_joined",
+    "hooked_vit_eap_backward_hooks_pile_up": "hook_registered_every_forward",
+    "masked_bn_running_var_keeps_graph": "ema_confidence_threshold",
+    "sweep_run_file_handler_never_removed": None,
+    "fp8_token_update_grids_per_batch_shape": "lru_cache_unbounded",
+    "get_local_attention_maps_cached_per_batch": "feature_list",
+    "sequential_pipeline_offload_cache_keeps_same_device_activations": None,
+    "deepspeed_debug_name_maps_pin_replaced_experts": "model_rebuild",
 }
 
 # Round 3, written blind to the family rules after round 2 was measured; its answers committed first.
@@ -38067,6 +40013,31 @@ ROUND_24 = (
     "training_epoch_end_keeps_step_outputs",
     "tensorboard_graph_traced_every_epoch",
 )
+ROUND_26 = (
+    "gpt2_tvd_written_into_tensor_with_graph",
+    "vgg_outputs_stocked_with_graph",
+    "universr_enhanced_clip_keeps_trajectory",
+    "analog_log_dataset_maps_every_chunk",
+    "vllm_omni_aborted_generations_keep_arena_pages",
+    "vllm_parallel_sample_groups_stay_registered",
+    "template_model_rule_server_kept_by_finalizer",
+    "maniskill_scene_cycle_per_reconfigure",
+    "lpips_metric_state_keeps_graph",
+    "humaneval_x_timeouts_leave_programs_running",
+    "transcription_eval_per_recording_length",
+    "cupy_memory_profile_hook_keeps_function_nodes",
+    "memory_history_toggled_per_step_adds_callbacks",
+    "yolo_train_runs_keep_infinite_loader_workers",
+    "maskrcnn_histories_keep_models",
+    "gputil_monitor_per_epoch_outlives_stop",
+    "hooked_vit_eap_backward_hooks_pile_up",
+    "masked_bn_running_var_keeps_graph",
+    "sweep_run_file_handler_never_removed",
+    "fp8_token_update_grids_per_batch_shape",
+    "get_local_attention_maps_cached_per_batch",
+    "sequential_pipeline_offload_cache_keeps_same_device_activations",
+    "deepspeed_debug_name_maps_pin_replaced_experts",
+)
 ROUND_25 = (
     "embed_labels_keep_worker_fds",
     "rwkv_rnn_mode_state_keeps_graph",
@@ -38098,5 +40069,5 @@ ROUND = {name: 2 if name in (
     "rotary_cache_per_length", "event_loop_per_call", "loss_totals_keep_graph", "video_reader_process_per_clip",
     "trace_per_candidate", "cam_per_image_hooks", "executor_per_request", "shard_view_keeps_mapping",
     "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
-) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 23 if name in ROUND_23 else 24 if name in ROUND_24 else 25 if name in ROUND_25 else 1
+) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 23 if name in ROUND_23 else 24 if name in ROUND_24 else 25 if name in ROUND_25 else 26 if name in ROUND_26 else 1
     for name in FAMILY}
