@@ -763,6 +763,11 @@ def _reader_agreement() -> list[str]:
         for who, c, first in rows:
             out.append(f"| {who} | {c['family']} of {counts['steps']} | {c['entry']} of {counts['steps']} | "
                        f"{c['same_entry_where_named']} of {c[f'{first}_named']} | {c['none_too']} of {c[f'{first}_none']} |")
+        agreed = counts.get("check_where_readers_agree")
+        if agreed:
+            out += ["", f"Where the two readers gave the same family, the check named it on {agreed['check_family']} of "
+                    f"{agreed['family_agreed']}; where they gave the same entry (or both none), the check's first suggestion "
+                    f"was that entry (or nothing close) on {agreed['check_entry']} of {agreed['entry_agreed']}."]
         out.append("")
     return out
 

@@ -174,8 +174,13 @@ def test_two_readers_answers_are_compared_step_by_step_and_rendered(tmp_path, mo
                                                     "first_none": 2, "none_too": 1}
     assert tool._agree(rows, "second", "first") == {"family": 3, "entry": 2, "second_named": 3, "same_entry_where_named": 1,
                                                     "second_none": 1, "none_too": 1}
+    checked = {name: {**row, "check": answer("g", None) if name == "one_none" else row["first"]} for name, row in rows.items()}
+    assert tool._on_agreed(checked) == {"family_agreed": 3, "check_family": 3, "entry_agreed": 2, "check_entry": 2}
+    checked["both_none"]["check"] = answer("f", "e")
+    assert tool._on_agreed(checked) == {"family_agreed": 3, "check_family": 2, "entry_agreed": 2, "check_entry": 1}
     counts = {"steps": 4, "readers": tool._agree(rows, "first", "second"),
-              "check_and_first": tool._agree(rows, "first", "second"), "check_and_second": tool._agree(rows, "second", "first")}
+              "check_and_first": tool._agree(rows, "first", "second"), "check_and_second": tool._agree(rows, "second", "first"),
+              "check_where_readers_agree": tool._on_agreed(checked)}
     (tmp_path / "reader-agreement-rounds9.json").write_text(json.dumps({"counts": counts, "rounds": [9, 9], "rules_at": "abc"}))
     (tmp_path / "reader-agreement-broken.json").write_text("{")
     monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path)
@@ -184,5 +189,6 @@ def test_two_readers_answers_are_compared_step_by_step_and_rendered(tmp_path, mo
     assert "| the second reader and the first | 3 of 4 | 2 of 4 | 1 of 2 | 1 of 2 |" in table
     assert "| the check and the second reader | 3 of 4 | 2 of 4 | 1 of 3 | 1 of 1 |" in table
     assert "| the check (its rules at abc) and the first reader | 3 of 4 | 2 of 4 | 1 of 2 | 1 of 2 |" in table
+    assert any("the check named it on 2 of 3;" in line and "nothing close) on 1 of 2." in line for line in table)
     monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path / "none")
     assert catalog._reader_agreement() == []

@@ -135,6 +135,15 @@ def _agree(rows: dict[str, dict], a: str, b: str) -> dict[str, int]:
             "none_too": sum(not row[b]["entry"] for row in rows.values() if not row[a]["entry"])}
 
 
+def _on_agreed(rows: dict[str, dict]) -> dict[str, int]:
+    """The check scored only where the two readers gave the same answer: the answers two careful
+    readers reproduce."""
+    family = [row for row in rows.values() if row["first"]["family"] == row["second"]["family"]]
+    entry = [row for row in rows.values() if row["first"]["entry"] == row["second"]["entry"]]
+    return {"family_agreed": len(family), "check_family": sum(row["check"]["family"] == row["first"]["family"] for row in family),
+            "entry_agreed": len(entry), "check_entry": sum(row["check"]["entry"] == row["first"]["entry"] for row in entry)}
+
+
 def record(folder: Path, named: str | None = None) -> None:
     rounds, per_round = _rounds(named)
     chosen, _, _, module = _sample(rounds, per_round)
@@ -145,7 +154,8 @@ def record(folder: Path, named: str | None = None) -> None:
                    "check": check.get(name, {"family": None, "entry": None})}
             for name in chosen if name in second}
     counts = {"steps": len(rows), "readers": _agree(rows, "first", "second"),
-              "check_and_first": _agree(rows, "first", "check"), "check_and_second": _agree(rows, "second", "check")}
+              "check_and_first": _agree(rows, "first", "check"), "check_and_second": _agree(rows, "second", "check"),
+              "check_where_readers_agree": _on_agreed(rows)}
     sampled = f"{per_round} steps of each of" if per_round else "every step of"
     result = RESULTS / (f"reader-agreement-rounds{named}.json" if named else "reader-agreement.json")
     atomic_write(str(result), json.dumps({
