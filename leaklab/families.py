@@ -284,7 +284,15 @@ def _cache(e: Evidence) -> str | None:
         by = keyed.type if "key" in (keyed.what, keyed.name) else keyed.name.strip("[]").removesuffix(" key")
         return f"a dict keyed by {by.split(' ')[0]} (a cache by argument)"
     named = _first(e.links, lambda link: bool(_CACHE_NAMES.search(_own_name(link.name))))
-    return f"a cache ({named.name.lstrip('.')}) that gains an entry every step" if named else None
+    if named is None:
+        return None
+    # A list below the named cache, on the way to what grew, is what gains: one entry of the cache
+    # (a decorator's cache of every call's output, keyed by the function) is a list that keeps
+    # every step's tensors, the mistake of a container, not of a cache keyed by new arguments.
+    below = e.links[e.links.index(named) + 1:-1]
+    if any(link.type in ("list", "collections.deque") for link in below):
+        return None
+    return f"a cache ({named.name.lstrip('.')}) that gains an entry every step"
 
 
 def _optimizer_state(e: Evidence) -> str | None:

@@ -195,6 +195,19 @@ def test_ipythons_output_history_is_its_own_rule_and_a_memo_dict_is_a_plain_cach
     assert (notebook.rule, plain.rule) == ("_output_history", None)
 
 
+def test_a_list_that_grows_inside_one_entry_of_a_cache_is_a_container():
+    """get_local_attention_maps_cached_per_batch (round 26, after it was measured): a decorator's
+    class-level ``cache`` dict holds one list per decorated function, and the list gains every
+    call's map; the dict itself gains nothing. A cache whose entries are the step's is still one."""
+    in_one_entry = _chain(("class attribute", "get_local.?", "dict", "container"), ("item", "['cache']", "dict", "container"),
+                          ("item", "['Attention.forward']", "list", "container"), TENSOR)
+    per_entry = _chain(("class attribute", "get_local.?", "dict", "container"), ("item", "['cache']", "dict", "container"),
+                       ("item", "['step_17']", "tuple", "container"), TENSOR)
+    found = decide(Evidence(in_one_entry, "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert found.families == ("container_keeps_tensors",)
+    assert decide(Evidence(per_entry, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("cache_by_argument",)
+
+
 def test_where_descriptors_grow_a_cache_on_the_way_is_not_the_holder():
     """thread_sqlite_connections_kept: the walk from the grown cells reached sqlite3's own
     lru_cache; what grows is one open connection (a descriptor) a step."""
