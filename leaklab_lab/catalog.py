@@ -770,7 +770,26 @@ def _reader_agreement() -> list[str]:
                     f"{agreed['family_agreed']}; where they gave the same entry (or both none), the check's first suggestion "
                     f"was that entry (or nothing close) on {agreed['check_entry']} of {agreed['entry_agreed']}."]
         out.append("")
-    return out
+    return out + _adjudicated()
+
+
+def _adjudicated() -> list[str]:
+    """Each reader and the check against the answers of record: the readers' where they agree, an
+    adjudicator's where they do not (tools/reader_agreement.py)."""
+    try:
+        counts = json.loads((READER_AGREEMENTS / "adjudicated.json").read_text())["counts"]
+        steps, named = counts["steps"], counts["with_entry"]
+        rows = [(who, counts[key]) for who, key in (("the first reader (the answers scored above)", "first"),
+                                                     ("the second reader", "second"), ("the check", "check"))]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    out = [f"The answers of record for those {steps} steps: the two readers' where they agree, an adjudicator's where they "
+           f"do not ({counts['adjudicated']} steps; the adjudicator saw both answers, not whose they were, nor the check's; "
+           "[held-out/adjudicated.json](results/held-out/adjudicated.json)). Scored against them:", "",
+           "| who | family right | right entry (of those with one) | none (of those with none) |", "| --- | --- | --- | --- |"]
+    out += [f"| {who} | {c['family']} of {steps} | {c['entry_where_one']} of {named} | {c['none_where_none']} of {steps - named} |"
+            for who, c in rows]
+    return [*out, ""]
 
 
 def _time_to_verdict(results: list[tuple[str, dict[str, Any]]]) -> list[str]:

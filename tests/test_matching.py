@@ -190,5 +190,35 @@ def test_two_readers_answers_are_compared_step_by_step_and_rendered(tmp_path, mo
     assert "| the check and the second reader | 3 of 4 | 2 of 4 | 1 of 3 | 1 of 1 |" in table
     assert "| the check (its rules at abc) and the first reader | 3 of 4 | 2 of 4 | 1 of 2 | 1 of 2 |" in table
     assert any("the check named it on 2 of 3;" in line and "nothing close) on 1 of 2." in line for line in table)
+    assert not any("answers of record" in line for line in table)
     monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path / "none")
     assert catalog._reader_agreement() == []
+
+
+def test_the_answers_of_record_are_the_readers_where_they_agree_and_the_adjudicators_where_not(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+
+    from leaklab_lab import catalog
+
+    spec = importlib.util.spec_from_file_location("reader_agreement", Path(__file__).parents[1] / "tools" / "reader_agreement.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    answer = lambda family, entry: {"family": family, "entry": entry}  # noqa: E731
+    rows = {"agreed": {"round": 1, "first": answer("f", "e"), "second": answer("f", "e"), "check": answer("f", None)},
+            "split": {"round": 1, "first": answer("f", "e"), "second": answer("g", None), "check": answer("g", None)},
+            "unjudged": {"round": 1, "first": answer("f", "e"), "second": answer("h", None), "check": answer("h", None)}}
+    (tmp_path / "reader-agreement.json").write_text(json.dumps({"rows": rows}))
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "adjudicated.json").write_text(json.dumps({"split": {"family": "g", "entry": None}}))
+    monkeypatch.setattr(tool, "RESULTS", tmp_path)
+    tool.adjudicate(tmp_path / "work")
+    document = json.loads((tmp_path / "adjudicated.json").read_text())
+    assert sorted(document["rows"]) == ["agreed", "split"]  # a split the adjudicator did not answer is left out
+    assert document["counts"] == {"steps": 2, "adjudicated": 1, "with_entry": 1,
+                                  "first": {"family": 1, "entry_where_one": 1, "none_where_none": 0},
+                                  "second": {"family": 2, "entry_where_one": 1, "none_where_none": 1},
+                                  "check": {"family": 2, "entry_where_one": 0, "none_where_none": 1}}
+    monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path)
+    table = catalog._adjudicated()
+    assert "| the check | 2 of 2 | 0 of 1 | 1 of 1 |" in table and "| the second reader | 2 of 2 | 1 of 1 | 1 of 1 |" in table

@@ -5,6 +5,10 @@ FAMILY and ENTRY).
   python3 tools/reader_agreement.py sample DIR [ROUNDS]  # DIR/steps.md for a second reader, blind to the first
   python3 tools/reader_agreement.py record DIR [ROUNDS]  # DIR/second_reader.json against the first reader's answers:
                                                         # results/held-out/reader-agreement[-ROUNDS].json
+  python3 tools/reader_agreement.py disagreements DIR SAMPLE_DIR...  # DIR/disagreements.md: every step the two readers
+                                                        # answered differently in the agreement files, both answers unnamed
+  python3 tools/reader_agreement.py adjudicate DIR      # DIR/adjudicated.json, an adjudicator's answers to those:
+                                                        # results/held-out/adjudicated.json, the check scored against them
 
 ``sample`` draws five steps of each of rounds 14 to 25 (a fixed seed, so that ``record`` draws the same
 ones), or every step of the rounds named (``26``, ``26-27``), each with the comment block of its report
@@ -20,6 +24,7 @@ import random
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -167,5 +172,67 @@ def record(folder: Path, named: str | None = None) -> None:
     print(result, counts)
 
 
+def _agreement_files() -> list[Path]:
+    return [RESULTS / "reader-agreement.json", *sorted(RESULTS.glob("reader-agreement-rounds*.json"))]
+
+
+def disagreements(folder: Path, *samples: str) -> None:
+    """Every step whose two answers differ, for an adjudicator: its text as the second reader read it
+    (from each sample's steps.md, in the order of the agreement files) and both answers, A and B in an
+    order drawn at random (the adjudicator is not told whose is whose)."""
+    rng = random.Random(7)
+    parts, whose = [], {}
+    for path, sampled in zip(_agreement_files(), samples, strict=True):
+        text = (Path(sampled) / "steps.md").read_text()
+        sections = {m.group(1): m.group(0) for m in re.finditer(r"## Step \d+: (\w+)\n.*?```\n", text, re.S)}
+        for name, row in json.loads(path.read_text())["rows"].items():
+            if row["first"] == row["second"]:
+                continue
+            pair = [("first", row["first"]), ("second", row["second"])]
+            rng.shuffle(pair)
+            whose[name] = {"A": pair[0][0], "B": pair[1][0]}
+            answers = "".join(f"Answer {letter}: family `{answer['family']}`, entry `{answer['entry']}`\n"
+                              for letter, (_, answer) in zip("AB", pair, strict=True))
+            parts.append(f"## {name}\n\n{answers}\n{sections[name].split(chr(10), 1)[1]}\n")
+    rng.shuffle(parts)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "disagreements.md").write_text("\n".join(parts))
+    (folder / "key.json").write_text(json.dumps(whose, indent=1))
+    print(f"{folder / 'disagreements.md'}: {len(parts)} steps")
+
+
+def _right(answer: dict[str, Any], gold: dict[str, Any]) -> tuple[bool, bool]:
+    return answer["family"] == gold["family"], answer["entry"] == gold["entry"]
+
+
+def adjudicate(folder: Path) -> None:
+    """The answers of record: the two readers' where they agree, the adjudicator's where they do not;
+    each reader and the check scored against them."""
+    adjudicated = json.loads((folder / "adjudicated.json").read_text())
+    rows = {}
+    for path in _agreement_files():
+        document = json.loads(path.read_text())
+        for name, row in document["rows"].items():
+            decided = adjudicated.get(name) if row["first"] != row["second"] else row["first"]
+            if decided is None:
+                continue
+            gold = {"family": decided["family"], "entry": decided.get("entry")}
+            rows[name] = {"round": row["round"], "gold": gold, "adjudicated": row["first"] != row["second"],
+                          **{who: row[who] for who in ("first", "second", "check")}}
+    counts = {"steps": len(rows), "adjudicated": sum(row["adjudicated"] for row in rows.values()),
+              "with_entry": sum(bool(row["gold"]["entry"]) for row in rows.values())}
+    for who in ("first", "second", "check"):
+        scored = [_right(row[who], row["gold"]) + (bool(row["gold"]["entry"]),) for row in rows.values()]
+        counts[who] = {"family": sum(f for f, _, _ in scored), "entry_where_one": sum(e for _, e, named in scored if named),
+                       "none_where_none": sum(e for _, e, named in scored if not named)}
+    atomic_write(str(RESULTS / "adjudicated.json"), json.dumps({
+        "note": "the answers of record for the steps of the agreement files: the two readers' where they agree, an "
+                "adjudicator's (blind to whose answer was whose, and to the check's) where they do not "
+                "(tools/reader_agreement.py); each reader and the check (the answers recorded in the agreement files) scored against them",
+        "counts": counts, "rows": rows}, indent=1))
+    print(RESULTS / "adjudicated.json", counts)
+
+
 if __name__ == "__main__":
-    {"sample": sample, "record": record}[sys.argv[1]](Path(sys.argv[2]), *sys.argv[3:4])
+    commands = {"sample": sample, "record": record, "disagreements": disagreements, "adjudicate": adjudicate}
+    commands[sys.argv[1]](Path(sys.argv[2]), *sys.argv[3:])
