@@ -418,7 +418,26 @@ def run(exit_wait: float = 10.0) -> None:
 
     sys.stdout.flush()
     threading.Thread(target=end_anyway, name="leaklab-exit", daemon=True).start()
+    _exit_errors_in_one_line()
     sys.exit(code)
+
+
+def _exit_errors_in_one_line() -> None:
+    """From the answer on: what the step left for Python's exit (a ``weakref.finalize`` or an
+    ``atexit`` callback) and that raises there is said once, in one line, not as a traceback per
+    callback: a finalizer of each server a step made writes to its worker, which the check had
+    stopped, and 56 of them printed 900 lines of BrokenPipeError under the answer."""
+    said = False
+
+    def once(kind: type[BaseException], value: BaseException | None, _traceback: Any) -> None:
+        nonlocal said
+        if not said:
+            said = True
+            print(f"leaklab: at exit, a callback the step left raised {kind.__name__}: {value} (further ones not shown; "
+                  "the child processes the check stopped may be why); the answer above stands", file=sys.stderr, flush=True)
+
+    sys.excepthook = once
+    sys.unraisablehook = lambda unraisable: once(unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback)
 
 
 if __name__ == "__main__":

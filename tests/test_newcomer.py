@@ -121,6 +121,43 @@ def test_json_stdout_holds_only_the_json_however_the_step_prints(tmp_path):
     assert "noise 49" in done.stderr and "from a child" in done.stderr
 
 
+_SERVERS = """import multiprocessing, weakref
+
+def _serve(conn):
+    while conn.recv() is not None:
+        pass
+
+class Server:  # as retrochimera's: a finalizer that is a bound method keeps each server, and its worker
+    def __init__(self):
+        self.conn, theirs = multiprocessing.get_context("fork").Pipe()
+        self.worker = multiprocessing.get_context("fork").Process(target=_serve, args=(theirs,))
+        self.worker.start()
+        weakref.finalize(self, self.close)
+
+    def close(self):
+        self.conn.send(None)
+        self.worker.join()
+
+def make_step(device):
+    servers = []
+    def step():
+        servers.append(Server())
+    return step
+"""
+
+
+@pytest.mark.end_to_end
+def test_callbacks_left_for_exit_that_raise_once_the_children_are_stopped_are_one_line(tmp_path):
+    """Each server's finalizer writes to its worker at exit; the check stopped the workers, so each
+    raised BrokenPipeError there, a traceback apiece under the answer: now one line says it."""
+    script = tmp_path / "servers.py"
+    script.write_text(_SERVERS)
+    done = subprocess.run([sys.executable, "-m", "leaklab", "check", f"{script}:make_step", "--steps", "6",
+                           "--warmup", "1", "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and done.stderr.count("at exit, a callback the step left raised BrokenPipeError") == 1, done.stderr[-3000:]
+
+
 @pytest.mark.end_to_end
 def test_run_shows_progress_rows_a_summary_and_hides_an_expected_traceback():
     done = subprocess.run([sys.executable, "-m", "leaklab", "run", "collate_fn_graph", "--jobs", "1"],
