@@ -780,7 +780,7 @@ def _adjudicated() -> list[str]:
         counts = json.loads((READER_AGREEMENTS / "adjudicated.json").read_text())["counts"]
         steps, named = counts["steps"], counts["with_entry"]
         rows = [(who, counts[key]) for who, key in (("the first reader (the answers scored above)", "first"),
-                                                     ("the second reader", "second"), ("the check", "check"))]
+                                                     ("the second reader", "second"), ("the check (its answers in the tables above)", "check"))]
     except (OSError, ValueError, KeyError, TypeError):
         return []
     out = [f"The answers of record for those {steps} steps: the two readers' where they agree, an adjudicator's where they "

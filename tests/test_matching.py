@@ -221,4 +221,4 @@ def test_the_answers_of_record_are_the_readers_where_they_agree_and_the_adjudica
                                   "check": {"family": 2, "entry_where_one": 0, "none_where_none": 1}}
     monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path)
     table = catalog._adjudicated()
-    assert "| the check | 2 of 2 | 0 of 1 | 1 of 1 |" in table and "| the second reader | 2 of 2 | 1 of 1 | 1 of 1 |" in table
+    assert "| the check (its answers in the tables above) | 2 of 2 | 0 of 1 | 1 of 1 |" in table and "| the second reader | 2 of 2 | 1 of 1 | 1 of 1 |" in table
