@@ -11997,6 +11997,18 @@ FAMILY = {
     "get_local_attention_maps_cached_per_batch": "container_keeps_tensors",
     "sequential_pipeline_offload_cache_keeps_same_device_activations": "cache_by_argument",
     "deepspeed_debug_name_maps_pin_replaced_experts": "registry_keeps_objects",
+    "torchbearer_mse_metric_epoch_mean_keeps_graph": "autograd_history",
+    "parlai_teacher_copies_start_loader_threads": "threads_not_joined",
+    "pyemma_reader_keeps_every_memmap": "mapped_files_kept",
+    "fresh_frames_miss_conv_packing_key": "cache_by_argument",
+    "dbn_running_stats_keep_graph": "autograd_history",
+    "face_image_cache_per_name": "cache_by_argument",
+    "exact_gp_rebuilt_per_batch_hook_cycle": "cyclic_garbage",
+    "chainer_concat_examples_pinned_pool_per_batch_size": "allocator_caching",
+    "keras_time_distributed_input_map_per_call": "cache_by_argument",
+    "higher_inner_loop_on_deepcopy_keeps_copies": "cyclic_garbage",
+    "roboflow_lambda_aliased_models_never_evicted": "registry_keeps_objects",
+    "gail_rounds_ppo2_learn_leaves_event_writers_open": "descriptors_not_closed",
 }
 
 
@@ -38015,6 +38027,1242 @@ def deepspeed_debug_name_maps_pin_replaced_experts(device):
     return step
 
 
+# Round 27, h1.
+# Imports this fragment needs: none beyond fresh_steps.py's (collections, concurrent.futures, os, queue, tempfile,
+# threading, torch, nn).
+# Three steps only: registry_keeps_objects and container_keeps_tensors (and with them the no-entry step) were not
+# delivered in the time given; every uncited report found for them was a reference cycle (cyclic_garbage) or did not grow.
+
+
+# https://github.com/pytorchbearer/torchbearer/issues/506 ("Memory leak in the mse metric", closed)
+# Seen: the issue has only its title; the fix's CHANGELOG line reads "Fixed a memory leak in the mse primitive metric".
+# torchbearer's MeanSquaredError primitive returned `torch.pow(y_pred - y_true.view_as(y_pred), 2)` with its graph,
+# and the `@mean` aggregator it is decorated with keeps `self._sum += tot` (the batch's summed error) until reset() at
+# the end of the epoch, so every batch's squared-error tensor and graph stay chained to the running sum.
+# Fix (merged, pytorchbearer/torchbearer#507 "Fix/mse memleak"): the primitive returns `....data`, so the sum carries
+# no graph; no measurement given there.
+# Here each step is one training batch of a Trial with metrics=['mse'] on a small regression net (32x256 outputs):
+# closure (forward, criterion, backward), optimizer.step(closure), then the metric tree processes the state, as
+# Trial._fit_pass does. The Mean aggregator's _sum chains one more AddBackward, SumBackward and PowBackward (which
+# saves the batch's 32x256 difference tensor) every step; the epoch (reset) never ends within the check.
+class _r271_MeanSquaredError:
+    """torchbearer.metrics.primitives.MeanSquaredError before PR 507."""
+
+    def __init__(self, pred_key="y_pred", target_key="y_true"):
+        self.name = "mse"
+        self.pred_key, self.target_key = pred_key, target_key
+
+    def process(self, state):
+        y_pred = state[self.pred_key]
+        y_true = state[self.target_key]
+        return torch.pow(y_pred - y_true.view_as(y_pred), 2)  # LEAK: keeps the graph; the fix appends .data
+
+
+class _r271_Mean:
+    """torchbearer.metrics.aggregators.Mean: sum of process outputs between calls to reset."""
+
+    def __init__(self, name):
+        self.name = name
+        self._sum, self._count = 0.0, 0
+
+    def process(self, data):
+        tot = data.sum()
+        self._sum += tot  # the epoch's running sum: chained to every batch's graph until reset()
+        self._count += data.numel() / tot.numel()
+
+    def process_final(self):
+        res = self._sum / self._count
+        return res.item()
+
+    def reset(self):
+        self._sum, self._count = 0.0, 0
+
+
+class _r271_RunningMean:
+    """torchbearer.metrics.aggregators.RunningMean: a deque of the last batch_size batch means."""
+
+    def __init__(self, name, batch_size=50, step_size=10):
+        self.name = name
+        self._batch_size, self._step_size = batch_size, step_size
+        self._cache = collections.deque()
+        self._result, self._i = {}, 0
+
+    def process_train(self, data):
+        self._cache.append(data.mean())
+        if len(self._cache) > self._batch_size:
+            self._cache.popleft()
+        if self._i % self._step_size == 0:
+            self._result = (sum(self._cache) / float(len(self._cache))).item()
+        self._i += 1
+        return self._result
+
+
+class _r271_MetricTree:
+    """`@running_mean @mean class MeanSquaredError`: the primitive feeds a running mean and an epoch mean."""
+
+    def __init__(self, root):
+        self.root = root
+        self.running = _r271_RunningMean("running_" + root.name)
+        self.mean = _r271_Mean(root.name)
+
+    def process(self, state):
+        value = self.root.process(state)
+        self.mean.process(value)
+        return {self.running.name: self.running.process_train(value)}
+
+    def reset(self):
+        self.mean.reset()
+
+
+def torchbearer_mse_metric_epoch_mean_keeps_graph(device):
+    gen = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 256)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    criterion = nn.MSELoss()
+    metric_list = [_r271_MetricTree(_r271_MeanSquaredError())]
+    state = {"model": model, "optimizer": optimizer, "criterion": criterion}
+
+    def step():  # one batch of Trial._fit_pass
+        state["x"] = torch.randn(32, 64, generator=gen).to(device)
+        state["y_true"] = torch.randn(32, 256, generator=gen).to(device)
+
+        def closure():
+            state["optimizer"].zero_grad()
+            state["y_pred"] = state["model"](state["x"])
+            state["loss"] = state["criterion"](state["y_pred"], state["y_true"])
+            state["loss"].backward()
+
+        state["optimizer"].step(closure)
+        metrics = {}
+        for metric in metric_list:
+            metrics.update(metric.process(state))
+        return {"loss": state["loss"].item(), "running_mse": float(metrics.get("running_mse", 0.0))}
+
+    return step
+
+
+# https://github.com/facebookresearch/ParlAI/pull/1898 ("fix dataloader sharing", merged)
+# Seen: "Python appears to have a limit on the total number of possible threads. The DataLoader set up by
+# FixedDialogTeacher creates additional threads. Since the DataLoader was not shared in `share()` when nt > 1,
+# `nt x bs` DataLoaders were being initialized. At approx `nt x bs > 28k` ... you get `RuntimeError: can't start new
+# thread`." ParlAI's DataLoader is a daemon Thread whose run() loops forever on `self.request_queue.get()`; every
+# FixedDialogTeacher that finds no 'data_loader' in `shared` starts one, and nothing ever stops it.
+# Fix (merged, with the reproduction command `-nt 40 -bs 800` failing on master and passing on the branch): share()
+# always puts `self.data_loader` into the shared dict, so every copy reuses the original teacher's one thread.
+# Here the original teacher (with opt numthreads=2) is built once; each step builds a new small batch of teacher
+# copies from `teacher.share()` (as a batch world does for its rows), lets each copy load and act on one example
+# through its data loader, and scores the examples with a small classifier. Every copy starts its own DataLoader
+# thread, which stays blocked on its request queue after the copies are dropped: two more threads per step.
+# (Each real DataLoader thread also keeps a ThreadPoolExecutor of num_load_threads workers alive.)
+class _r271_DataLoader(threading.Thread):
+    """parlai.core.teachers.DataLoader: a thread that runs load requests through a small thread pool."""
+
+    def __init__(self, opt):
+        threading.Thread.__init__(self, daemon=True)
+        self.num_workers = opt.get("num_load_threads", 1)
+        self.request_queue = queue.Queue()
+
+    def request_load(self, receive_fn, load_fn, args):
+        self.request_queue.put((receive_fn, load_fn, args))
+
+    def run(self):
+        # (ParlAI runs each request on a ThreadPoolExecutor of num_workers threads; here the loader thread runs it
+        # itself and hands back a completed Future, so the step starts only daemon threads.)
+        while True:
+            receive_fn, load_fn, args = self.request_queue.get()  # LEAK: blocks forever; nobody stops it
+            future = concurrent.futures.Future()
+            future.set_result(load_fn(*args))
+            receive_fn(future)
+
+
+class _r271_FixedDialogTeacher:
+    """parlai.core.teachers.FixedDialogTeacher's data-loader plumbing before PR 1898."""
+
+    def __init__(self, opt, shared=None):
+        self.opt = opt
+        self.data_queue = queue.Queue()
+        if shared:
+            self.index = shared["index"]
+            self.examples = shared["examples"]
+            if "data_loader" in shared:
+                self.data_loader = shared["data_loader"]
+        else:
+            self.index = {"value": -1}
+            gen = torch.Generator().manual_seed(1)
+            self.examples = [(torch.randn(48, generator=gen), int(i % 4)) for i in range(64)]
+        if not hasattr(self, "data_loader"):
+            self.data_loader = _r271_DataLoader(opt)  # LEAK: a copy made with numthreads > 1 starts its own thread
+            self.data_loader.start()
+
+    def share(self):
+        shared = {"examples": self.examples, "opt": self.opt}
+        if self.opt.get("numthreads", 1) > 1:
+            pass  # (the real code moves the index into a multiprocessing Value here)
+        else:
+            shared["data_loader"] = self.data_loader
+        shared["index"] = self.index
+        return shared
+
+    def receive_data(self, future):
+        self.data_queue.put(future.result())
+
+    def _load_example(self, idx):
+        text_vec, label = self.examples[idx]
+        return text_vec.clone(), label
+
+    def submit_load_request(self):
+        self.index["value"] = (self.index["value"] + 1) % len(self.examples)
+        self.data_loader.request_load(self.receive_data, self._load_example, [self.index["value"]])
+
+    def act(self):
+        self.submit_load_request()
+        return self.data_queue.get(timeout=10)
+
+
+def parlai_teacher_copies_start_loader_threads(device):
+    opt = {"numthreads": 2, "batchsize": 2, "num_load_threads": 1}
+    teacher = _r271_FixedDialogTeacher(opt)
+    model = nn.Sequential(nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def step():  # one batch world: a teacher copy per row, one example each, one update
+        shared = teacher.share()
+        copies = [_r271_FixedDialogTeacher(opt, shared) for _ in range(opt["batchsize"])]
+        batch = [c.act() for c in copies]
+        x = torch.stack([vec for vec, _ in batch]).to(device)
+        y = torch.tensor([label for _, label in batch], device=device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return {"loss": loss.item(), "threads": threading.active_count()}
+
+    return step
+
+
+# https://github.com/markovmodel/PyEMMA/issues/320 ("numpyfilereader does not close filehandles during init", closed)
+# Seen: a "too many open files" traceback reading a long list of .npy trajectories; the maintainer: NumPyFileReader
+# kept every file's memory-mapped array. Its __load_file did `x = np.load(filename, mmap_mode=self.mmap_mode)` and
+# `self._add_array_to_storage(x)` (appended to `self._data`) for the length scan at init and again each time the
+# iterator reached a trajectory, and nothing ever removed an array from that list.
+# Fix (merged, commit bf00ee44 "close memmapped arrays in initialization ... Fixes #320", confirmed by the reporter:
+# "Confirmed it works"): the reader keeps only the array it is reading (`self._array`) and drops it
+# (`_close_file()`) before opening the next file, so at most one mapping is alive.
+# Here the trajectories are eight small float32 files in a TemporaryDirectory the factory owns, mapped with
+# torch.from_file instead of np.load(mmap_mode='r'); each step the reader moves to the next trajectory, maps it into
+# `_data`, and a small time-lagged autoencoder (x_t -> x_{t+tau}) trains on its frames. One more mapping each step.
+class _r271_NumPyFileReader:
+    """pyemma.coordinates.data.NumPyFileReader before bf00ee44, mapping with torch instead of numpy."""
+
+    def __init__(self, filenames, shapes, mmap_mode="r"):
+        self._filenames, self._shapes = filenames, shapes
+        self.mmap_mode = mmap_mode
+        self._data = []  # current storage, holds mmapped arrays
+        self._fh = None  # current file handle
+        self._lengths, self._itraj = [], -1
+        for f in self._filenames:
+            self.__load_file(f)
+        self._lengths += [x.shape[0] for x in self._data]
+
+    def __load_file(self, filename):
+        if self._fh is not None:
+            if self._fh.name == filename:
+                return
+            self._fh.close()
+        self._fh = open(filename, "rb")
+        frames, dim = self._shapes[filename]
+        x = torch.from_file(filename, shared=False, size=frames * dim, dtype=torch.float32).view(frames, dim)
+        self._add_array_to_storage(x)
+
+    def _add_array_to_storage(self, array):
+        self._data.append(array)  # LEAK: every mapped trajectory stays in the list (and mapped)
+
+    def next_trajectory(self):
+        self._itraj = (self._itraj + 1) % len(self._filenames)
+        self.__load_file(self._filenames[self._itraj])
+        return self._data[-1]
+
+
+def pyemma_reader_keeps_every_memmap(device):
+    tmp = tempfile.TemporaryDirectory(prefix="r271_traj_")
+    gen = torch.Generator().manual_seed(0)
+    filenames, shapes = [], {}
+    for i in range(8):
+        name = os.path.join(tmp.name, f"traj_{i:02d}.npy")
+        _r271_write_raw(name, torch.randn(64 * 16, generator=gen))
+        filenames.append(name)
+        shapes[name] = (64, 16)
+    reader = _r271_NumPyFileReader(filenames, shapes)
+    lobe = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4), nn.Linear(4, 16)).to(device)
+    optimizer = torch.optim.Adam(lobe.parameters(), lr=1e-3)
+    tau = 2
+
+    def step():  # one trajectory of featurised frames, one update of a time-lagged autoencoder
+        traj = reader.next_trajectory()
+        x0 = traj[:-tau].to(device)
+        xt = traj[tau:].to(device)
+        loss = nn.functional.mse_loss(lobe(x0), xt)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return {"loss": loss.item(), "arrays_kept": len(reader._data)}
+
+    step._r271_tmp = tmp  # the directory lives as long as the step
+    return step
+
+
+def _r271_write_raw(name, values):
+    """Write float32 values as a raw file (as np.save's data part), through a shared mapping torch creates."""
+    out = torch.from_file(name, shared=True, size=values.numel(), dtype=torch.float32)
+    out.copy_(values)
+    del out
+
+
+# Round 27, h2.
+# Imports this fragment needs: none beyond fresh_steps.py's (ctypes, hashlib, torch, nn are already imported there).
+
+
+# https://github.com/microsoft/onnxruntime/pull/28363 ("Remove data hash from hashing code, to prevent unbounded
+# growth issue", merged; fixes microsoft/onnxruntime#28231, "Process phys_footprint grows continuously with fresh
+# changing inputs", closed)
+# Seen: running a YOLOv8n detector with the CPU execution provider on a fresh [1, 3, 640, 640] input every
+# iteration, RSS / dirty memory grew without a stop; the KleidiAI convolution keyed its LHS indirection cache on
+# the geometry AND a hash of the input pixels, so "with repeated convolutions of the same shape over different
+# input tensors, a data hash makes each input miss the cache and creates unbounded per-input cache growth"
+# (a downstream user, XiaoMi/xiaomi-miloco#329, saw a backend reach ~10 GB in hours, one entry per camera frame).
+# Fix (merged, with a unit test counting cache entries; the reporter's repro "no longer observed ever increasing
+# memory usage"): drop the input-content hash from the key, so one geometry reuses one cache entry.
+# Here a small detector runs each convolution through an im2col "LHS packing" helper whose cache key is the
+# geometry plus a digest of the input bytes; every step serves a new frame, so every layer adds one packed buffer.
+_r272_LHS_INDIRECTION_CACHE = {}
+
+
+def _r272_conv_lhs_key(x, weight, stride, padding):
+    geometry = (tuple(x.shape), tuple(weight.shape), stride, padding, x.dtype)
+    pixels = x.detach().contiguous().cpu()
+    data_hash = hashlib.blake2b(ctypes.string_at(pixels.data_ptr(), pixels.nbytes), digest_size=8).hexdigest()
+    return geometry + (data_hash,)  # LEAK: the input's content is part of the key: every new frame is a new entry
+
+
+class _r272_KleidiConv2d(nn.Conv2d):
+    """A Conv2d computed as packed-LHS GEMM, the packed (im2col) input kept in a process-wide cache."""
+
+    def forward(self, x):
+        key = _r272_conv_lhs_key(x, self.weight, self.stride, self.padding)
+        lhs = _r272_LHS_INDIRECTION_CACHE.get(key)
+        if lhs is None:
+            lhs = nn.functional.unfold(x.detach(), self.kernel_size, padding=self.padding, stride=self.stride)
+            _r272_LHS_INDIRECTION_CACHE[key] = lhs
+        if x.requires_grad:  # training path: keep autograd through the input
+            lhs = nn.functional.unfold(x, self.kernel_size, padding=self.padding, stride=self.stride)
+        n, _, h, w = x.shape
+        oh = (h + 2 * self.padding[0] - self.kernel_size[0]) // self.stride[0] + 1
+        ow = (w + 2 * self.padding[1] - self.kernel_size[1]) // self.stride[1] + 1
+        out = self.weight.view(self.out_channels, -1) @ lhs + self.bias.view(1, -1, 1)
+        return out.view(n, self.out_channels, oh, ow)
+
+
+def fresh_frames_miss_conv_packing_key(device):
+    torch.manual_seed(0)
+    detector = nn.Sequential(
+        _r272_KleidiConv2d(3, 8, 3, stride=2, padding=1), nn.SiLU(),
+        _r272_KleidiConv2d(8, 16, 3, stride=2, padding=1), nn.SiLU(),
+        _r272_KleidiConv2d(16, 16, 3, stride=1, padding=1), nn.SiLU(),
+        nn.Conv2d(16, 6, 1),  # per-cell box (4), objectness, class score
+    ).to(device).eval()
+    gen = torch.Generator().manual_seed(0)
+
+    def step():  # one inference on a fresh 1x3x64x64 frame, as the reporter's loop did
+        frame = torch.rand(1, 3, 64, 64, generator=gen).to(device)
+        with torch.no_grad():
+            out = detector(frame)
+        scores = out[:, 4].sigmoid()
+        return {"detections": int((scores > 0.5).sum()), "max_score": float(scores.max())}
+
+    return step
+
+
+# Round 27, h3.
+# Imports this fragment needs: none beyond fresh_steps.py's imports (torch, nn, encode_jpeg, decode_jpeg).
+
+
+# https://github.com/huangleiBuaa/IterNorm-pytorch/issues/1 ("DBN implementation may cause gpu memory leaks.", open)
+# Seen: "I tried to run DBN, but the implementation cause gpu memory leaks in my computer whose torch version is
+# 0.4.1": DBN's forward updates its running statistics from the batch's mean and whitening matrix, which carry grad.
+# Fix (the reporter's, not merged; the issue is still open): update them from `mean.data` and `wm.data`, i.e.
+# `self.running_mean = (1. - self.momentum) * self.running_mean + self.momentum * mean.data` (and the same for
+# running_projection), so the buffers hold no graph.
+# Here a small conv net with a DBN (decorrelated batch norm: ZCA whitening from an eigendecomposition of the batch
+# covariance) after each conv trains on one batch per step. Every step rebinds the running_mean / running_projection
+# buffers to a tensor whose grad_fn reaches back into that step's graph and into the previous buffer's graph, so each
+# step's autograd graph (its nodes, which backward empties of saved tensors but does not free) is chained to the
+# buffers for good: the chain grows by every layer's graph each step.
+class _r273_DBN(nn.Module):
+    """IterNorm-pytorch extension/normailzation/dbn.py DBN, in miniature (one group)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
+        if self.affine:
+            self.weight = nn.Parameter(torch.ones(1, num_features, 1, 1))
+            self.bias = nn.Parameter(torch.zeros(1, num_features, 1, 1))
+        self.register_buffer("running_mean", torch.zeros(num_features, 1))
+        self.register_buffer("running_projection", torch.eye(num_features))
+
+    def forward(self, input):
+        size = input.size()
+        x = input.transpose(0, 1).contiguous().view(self.num_features, -1)
+        d, m = x.size()
+        if self.training:
+            mean = x.mean(1, keepdim=True)
+            x_mean = x - mean
+            sigma = x_mean.matmul(x_mean.t()) / m + self.eps * torch.eye(d, device=input.device)
+            eig, u = torch.linalg.eigh(sigma)
+            scale = eig.clamp_min(self.eps).rsqrt()
+            wm = u.matmul(scale.diag()).matmul(u.t())
+            self.running_mean = (1. - self.momentum) * self.running_mean + self.momentum * mean  # LEAK: mean carries grad: the buffer keeps every step's graph
+            self.running_projection = (1. - self.momentum) * self.running_projection + self.momentum * wm
+            y = wm.matmul(x_mean)
+        else:
+            x_mean = x - self.running_mean
+            y = self.running_projection.matmul(x_mean)
+        output = y.view(size[1], size[0], *size[2:]).transpose(0, 1).contiguous()
+        if self.affine:
+            output = output * self.weight + self.bias
+        return output
+
+
+def dbn_running_stats_keep_graph(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2731)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), _r273_DBN(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, stride=2), _r273_DBN(16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step():  # one small image batch (8 x 3 x 12 x 12)
+        x = torch.randn(8, 3, 12, 12, generator=gen).to(device)
+        y = torch.randint(0, 10, (8,), generator=gen).to(device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# https://github.com/deepinsight/insightface/issues/2098 ("ImageCache causing memory leak", closed), fixed by
+# https://github.com/deepinsight/insightface/pull/2236 ("Make ImageCache optional to prevent memory leak", merged)
+# Seen: "When running ins_get_image() over multiple images, memory usage builds up until the program crashes. Exiting
+# python releases the memory, but exiting the function does not. Commenting out this line fixed the issue": the line
+# `ImageCache.data[key] = rimage` in insightface/data/image.py, a class-level dict keyed by the image's name (and
+# to_rgb) that is never emptied.
+# Fix (merged, #2236): get_image(name, to_rgb=False, use_cache=True): callers that read many images pass
+# use_cache=False and the image is not stored.
+# Here a face-embedding service in miniature: each request names a new image; get_image decodes it (from JPEG bytes
+# held in memory in place of the package's image folder) and stores it in ImageCache.data under (name, to_rgb),
+# then a small CNN embeds it. Every new name adds one decoded 3x64x64 uint8 image to the class-level dict.
+class _r273_ImageCache:
+    data = {}
+
+
+_r273_IMAGE_FILES = {}
+
+
+def _r273_get_image(name, to_rgb=False):
+    key = (name, to_rgb)
+    if key in _r273_ImageCache.data:
+        return _r273_ImageCache.data[key]
+    rimage = decode_jpeg(_r273_IMAGE_FILES[name])  # RGB, as cv2.imread gives BGR
+    if not to_rgb:
+        rimage = rimage.flip(0)
+    _r273_ImageCache.data[key] = rimage  # LEAK: one decoded image per name, kept in a class-level dict for good
+    return rimage
+
+
+def face_image_cache_per_name(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2733)
+    templates = [torch.randint(0, 256, (3, 64, 64), generator=gen, dtype=torch.uint8) for _ in range(8)]
+    encoded = [encode_jpeg(t, quality=90) for t in templates]
+    embedder = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 32)).to(device).eval()
+    counter = [0]
+
+    def step():  # one request: a new image by name, decoded and embedded
+        i = counter[0]
+        counter[0] += 1
+        name = f"request_{i:06d}"
+        _r273_IMAGE_FILES[name] = encoded[i % len(encoded)]  # the uploaded file, in place of a path on disk
+        img = _r273_get_image(name, to_rgb=True)
+        with torch.no_grad():
+            emb = embedder(img.unsqueeze(0).to(device).float().div(255))
+        del _r273_IMAGE_FILES[name]  # the upload is discarded after the request
+        return {"norm": float(emb.norm()), "cached_images": len(_r273_ImageCache.data)}
+
+    return step
+
+
+# https://github.com/cornellius-gp/gpytorch/issues/2649 ("[Bug] Memory leak when using ExactGP module", open; fix
+# proposed in https://github.com/cornellius-gp/gpytorch/pull/2777, open)
+# Seen: CUDA OOM in a large training script, narrowed down to "my particular usage of `gpytorch` and that using the
+# `ExactGP` module was leading to memory leaks ... even just initializing the `ExactGP` module leads to memory leaks,
+# even without doing backpropogation or calling the `forward` function"; the reporter's nn.Module builds an
+# ExactGPModel from its tensors.
+# Fix (PR #2777, open; "reporter confirmed clearing `_load_state_dict_pre_hooks` fixes it"): gpytorch.Module
+# registers a bound-method load_state_dict pre-hook in __init__, a cycle module -> _load_state_dict_pre_hooks ->
+# bound method -> module that keeps train_inputs / train_targets alive until the garbage collector runs; clear the
+# hooks at the end of GP.__init__ to break the cycle.
+# Here deep kernel learning in miniature: each step a feature extractor maps a batch to features and an
+# ExactGPModel is built on them (as the reporter's module does every call), the exact marginal log likelihood is
+# maximised for one step. Every model is cyclic garbage holding that step's features and targets (with the
+# features' graph nodes), freed only when the collector reaches it. With automatic collection on (nothing here
+# turns it off), the models pile up until the next young-generation collection, about 26 steps on the CPU here, then
+# all go at once: a sawtooth, not a line; the collector counts objects, not the tensor memory (on the reporter's GPU,
+# CUDA memory) that each model holds.
+class _r273_GpytorchModule(nn.Module):
+    """gpytorch.Module in miniature: the load_state_dict pre-hook it registers on itself in __init__."""
+
+    def __init__(self):
+        super().__init__()
+        self._register_load_state_dict_pre_hook(self._load_state_hook_ignore_shapes)  # LEAK: bound method: a cycle through the module
+
+    def _load_state_hook_ignore_shapes(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                                       unexpected_keys, error_msgs):
+        pass
+
+
+class _r273_RBFKernel(_r273_GpytorchModule):
+    def __init__(self):
+        super().__init__()
+        self.raw_lengthscale = nn.Parameter(torch.zeros(1))
+        self.raw_outputscale = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x1, x2):
+        ls = nn.functional.softplus(self.raw_lengthscale)
+        return nn.functional.softplus(self.raw_outputscale) * torch.exp(-0.5 * torch.cdist(x1 / ls, x2 / ls).pow(2))
+
+
+class _r273_GaussianLikelihood(_r273_GpytorchModule):
+    def __init__(self):
+        super().__init__()
+        self.raw_noise = nn.Parameter(torch.tensor([-2.0]))
+
+    @property
+    def noise(self):
+        return nn.functional.softplus(self.raw_noise) + 1e-4
+
+
+class _r273_ExactGP(_r273_GpytorchModule):
+    def __init__(self, train_inputs, train_targets, likelihood):
+        super().__init__()
+        self.train_inputs = (train_inputs,)
+        self.train_targets = train_targets
+        self.likelihood = likelihood
+        self.prediction_strategy = None
+
+
+class _r273_ExactGPModel(_r273_ExactGP):
+    def __init__(self, train_x, train_y, likelihood, covar_module):
+        super().__init__(train_x, train_y, likelihood)
+        self.mean_constant = nn.Parameter(torch.zeros(1))
+        self.covar_module = covar_module
+
+    def marginal_log_likelihood(self):
+        x, y = self.train_inputs[0], self.train_targets
+        k = self.covar_module(x, x) + self.likelihood.noise * torch.eye(x.shape[0], device=x.device)
+        chol = torch.linalg.cholesky(k)
+        r = (y - self.mean_constant).unsqueeze(-1)
+        alpha = torch.cholesky_solve(r, chol)
+        return (-0.5 * (r * alpha).sum() - chol.diagonal().log().sum()) / x.shape[0]
+
+
+def exact_gp_rebuilt_per_batch_hook_cycle(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2734)
+    feature_extractor = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 8)).to(device)
+    likelihood = _r273_GaussianLikelihood().to(device)
+    kernel = _r273_RBFKernel().to(device)
+    params = list(feature_extractor.parameters()) + list(likelihood.parameters()) + list(kernel.parameters())
+    opt = torch.optim.Adam(params, lr=0.01)
+
+    def step():  # one batch: features, a new ExactGP on them, one MLL step
+        x = torch.randn(128, 16, generator=gen).to(device)
+        y = torch.sin(x[:, :4].sum(-1)).to(device)
+        feats = feature_extractor(x)
+        model = _r273_ExactGPModel(feats, y, likelihood, kernel).to(device)
+        loss = -model.marginal_log_likelihood()
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    return step
+
+
+# Round 27, h4.
+# Imports this fragment needs: none beyond fresh_steps.py's (uses collections.defaultdict, torch, nn).
+
+
+# https://github.com/chainer/chainer/issues/4911 ("concat_examples with various batch size causes memory leaks", closed)
+# Seen: "the iterative call of `concat_examples` causes memory leaks of CPU memory when batch size changes among
+# iterations ... quite inconvenient during inference time": 200 calls with a random batch size (5 to 150 examples of
+# 200000 floats) sent to GPU 0 took the process's RSS from ~113 MB to ~7 GB.
+# Fix (a CuPy maintainer's answer, the issue closed on it; no code change in Chainer): "CuPy caches the allocated pinned
+# memory in the memory pool"; call `cupy.get_default_pinned_memory_pool().free_all_blocks()` periodically, or turn the
+# pinned pool off with `cupy.cuda.pinned_memory.set_pinned_memory_allocator(None)`. A follow-up CuPy change raised the
+# pool's cache-hit ratio and the pools' behaviour was documented (cupy#1394); not measured in the thread.
+# Here concat_examples(batch, device) stacks the examples and sends the array to the device through a staging block
+# taken from a pinned-memory pool in miniature (CuPy's PinnedMemoryPool: a free list per block size; a freed block goes
+# back to the list of its size and is only ever reused for a request of that same size). Every inference batch has its
+# own size, so almost every batch allocates a new block, and when the copy is done the block is parked in the pool for
+# good: the pool keeps one block per batch size ever seen. (On 'cuda' the blocks are page-locked; on 'cpu' they are
+# plain host tensors.)
+class _r274_PinnedMemoryPool:
+    """cupy.cuda.PinnedMemoryPool in outline: malloc() reuses a free block of the same size, free() returns it."""
+
+    def __init__(self, pinned):
+        self._pinned = pinned
+        self._in_use = {}
+        self._free = defaultdict(list)  # block size -> free blocks of that size
+
+    def malloc(self, size):
+        free = self._free.get(size)
+        if free:
+            mem = free.pop()
+        else:
+            mem = torch.empty(size, dtype=torch.uint8, pin_memory=self._pinned)
+        self._in_use[mem.data_ptr()] = mem
+        return mem
+
+    def free(self, ptr, size):
+        mem = self._in_use.pop(ptr)
+        self._free[size].append(mem)  # LEAK: the block stays cached under its size; a new batch size never reuses it
+
+    def free_all_blocks(self):
+        self._free.clear()
+
+    def n_free_blocks(self):
+        return sum(len(v) for v in self._free.values())
+
+    def total_free_bytes(self):
+        return sum(size * len(v) for size, v in self._free.items())
+
+
+def _r274_to_device(array, device, pool):
+    """chainer.dataset.to_device / cupy.asarray in outline: stage the host array in a pooled block, then copy."""
+    nbytes = array.numel() * array.element_size()
+    mem = pool.malloc(nbytes)
+    staging = mem.view(array.dtype).view(array.shape)
+    staging.copy_(array)
+    out = torch.empty(array.shape, dtype=array.dtype, device=device)
+    out.copy_(staging, non_blocking=True)
+    if out.is_cuda:
+        torch.cuda.current_stream().synchronize()  # CuPy waits on the copy's event before the block is reused
+    pool.free(mem.data_ptr(), nbytes)
+    return out
+
+
+def _r274_concat_examples(batch, device, pool):
+    """chainer.dataset.concat_examples(batch, device) for a list of arrays."""
+    return _r274_to_device(torch.stack(batch), device, pool)
+
+
+def chainer_concat_examples_pinned_pool_per_batch_size(device):
+    gen = torch.Generator().manual_seed(0)
+    dim = 512
+    model = nn.Sequential(nn.Linear(dim, 64), nn.ReLU(), nn.Linear(64, 10)).to(device).eval()
+    pool = _r274_PinnedMemoryPool(pinned=torch.device(device).type == "cuda")
+
+    def step():  # one inference batch of a size of its own
+        n = int(torch.randint(5, 400, (1,), generator=gen))
+        batch = list(torch.randn(n, dim, generator=gen).unbind(0))  # the examples, one array each
+        x = _r274_concat_examples(batch, device, pool)
+        with torch.no_grad():
+            pred = model(x).argmax(dim=1)
+        return {"batch_size": n, "predicted_0": int((pred == 0).sum()),
+                "pool_free_blocks": pool.n_free_blocks(), "pool_free_bytes": pool.total_free_bytes()}
+
+    return step
+
+
+# https://github.com/tensorflow/tensorflow/pull/33441 ("Fix the memory leak described in Issue #33178", merged), for
+# https://github.com/tensorflow/tensorflow/issues/33178 ("Potential memory leak when using LSTM + TimeDistributed",
+# closed)
+# Seen: training an LSTM followed by `TimeDistributed(Dense(...))` ran fine for the first 5-6 epochs, then went out of
+# memory ("I don't know why it would be fine with the first 5-6 epochs and then fail afterwards ... nothing new should
+# be done during the training").
+# Fix (merged): TimeDistributed.call stored every reshaped input in `self._input_map[object_list_uid(inputs)]`, a dict
+# keyed by the inputs' `id()`s, so that compute_mask could find it again; the PR removes the map ("an unnecessary map
+# that was growing with every input") and compute_mask reshapes its own input; tested with the reporter's program. A
+# later PR (tensorflow#36079) confirms: "the input_map has being removed to avoid memory leak".
+# Here Keras' TimeDistributed is rebuilt as a torch module in miniature: call() folds time into the batch, remembers
+# the folded input under the uid of the inputs (the ids of the tensor objects), runs the inner layer and unfolds the
+# result. The training step runs an LSTM tagger (LSTM, Dropout, TimeDistributed Linear head) over a fresh batch of
+# sequences: every step the head gets a new input object, so a new uid, and the map keeps each step's folded input (a
+# view of the whole dropout output, with its grad_fn, and so the input object itself, whose id is never reused) for
+# the life of the model.
+def _r274_object_list_uid(object_list):
+    """keras.utils.generic_utils.object_list_uid."""
+    if not isinstance(object_list, (list, tuple)):
+        object_list = [object_list]
+    return ", ".join(str(abs(id(x))) for x in object_list)
+
+
+class _r274_TimeDistributed(nn.Module):
+    """tf.keras.layers.TimeDistributed (TF 2.0) in outline, around an inner layer applied to every time step."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+        self._input_map = {}
+
+    def forward(self, inputs):
+        batch, steps = inputs.shape[0], inputs.shape[1]
+        input_uid = _r274_object_list_uid(inputs)
+        inner_inputs = inputs.reshape((-1,) + tuple(inputs.shape[2:]))
+        self._input_map[input_uid] = inner_inputs  # LEAK: a new uid per input object; no entry is ever removed
+        y = self.layer(inner_inputs)
+        return y.reshape((batch, steps) + tuple(y.shape[1:]))
+
+    def compute_mask(self, inputs, mask=None):
+        inner_inputs = self._input_map.get(_r274_object_list_uid(inputs), inputs)
+        return None if mask is None else mask.reshape(-1)[: inner_inputs.shape[0]]
+
+
+class _r274_SequenceTagger(nn.Module):
+    def __init__(self, n_in, hidden, n_tags):
+        super().__init__()
+        self.lstm = nn.LSTM(n_in, hidden, batch_first=True)
+        self.dropout = nn.Dropout(0.2)
+        self.head = _r274_TimeDistributed(nn.Linear(hidden, n_tags))
+
+    def forward(self, x):
+        seq = self.lstm(x)[0].contiguous()  # as Keras' LSTM(return_sequences=True): a dense (batch, time, units) array
+        return self.head(self.dropout(seq))
+
+
+def keras_time_distributed_input_map_per_call(device):
+    gen = torch.Generator().manual_seed(0)
+    model = _r274_SequenceTagger(16, 64, 8).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():  # one training batch of 16 sequences of 20 steps
+        x = torch.randn(16, 20, 16, generator=gen).to(device)
+        y = torch.randint(0, 8, (16, 20), generator=gen).to(device)
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, 8), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.item(), "input_map_entries": len(model.head._input_map)}
+
+    return step
+
+
+# Round 27, h5.
+# Imports this fragment needs: none beyond fresh_steps.py's (collections, contextlib, copy, itertools, torch, nn).
+
+
+# https://github.com/facebookresearch/higher/issues/6 ("Memory leak when performing inner loop on a copy", closed;
+# fixed by facebookresearch/higher#15, "Don't hold reference to original model in MonkeyPatched class.", merged)
+# Seen: `model_ = deepcopy(model)` then `with higher.innerloop_ctx(model_, opt_) as (fm, do): ...` in a loop: "memory
+# usage seems to continually increase"; with the inner loop on `model` itself (no copy) it did not, and `del fm, do`
+# only helped in part.
+# Fix (merged; the author reran the issue's script and saw no GPU memory increase left): the per-call `MonkeyPatched`
+# class that `_make_functional` builds no longer refers to the original module (its `parameters()` closed over
+# `module`); the instance keeps the original parameters instead. The PR says why: "New-style Python classes contain
+# refcount cycles ... so any object they reference won't be deleted until garbage collection happens" (and that a
+# `gc.collect()` also frees them).
+# Here a MAML-style meta step on a deep copy of a small MLP: higher's monkeypatching in miniature (a new
+# MonkeyPatched class per submodule per call, whose `parameters()` closes over the module and whose patched forward
+# closes over the params box), one differentiable SGD step on a support batch, the query loss, and a Reptile-style
+# update of the meta-model from the adapted fast weights. Every step's classes are cyclic garbage holding that step's
+# copied model and its fast weights (with their graph); only a full collection, rare in a process with torch's many
+# objects, frees them.
+class _r275_MonkeyPatchBase(nn.Module):
+    def __init__(self):
+        self._param_mapping = []
+
+
+class _r275_ParameterPlaceholder:
+    def __init__(self, name):
+        self._param_name = name
+
+    def __repr__(self):
+        return f"Parameter placeholder ({self._param_name})"
+
+
+_r275_INTERNAL_ATTRS = {"_backend", "_parameters", "_buffers", "_backward_hooks", "_forward_hooks",
+                        "_forward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks", "_modules"}
+
+
+def _r275_make_functional(module, params_box, params_offset):
+    param_names = [name for name in module._parameters.keys() if module._parameters[name] is not None]
+    _ModuleType = module.__class__
+
+    class MonkeyPatched(_ModuleType, _r275_MonkeyPatchBase):
+        _wrapped_name = type(module).__name__
+
+        def __init__(self):
+            nn.Module.__init__(self)
+            self._fast_params = None
+            self._param_names = param_names
+            self._parameters = collections.OrderedDict(
+                (name, _r275_ParameterPlaceholder(name)) for name in self._param_names)
+            self._modules = collections.OrderedDict()
+
+        def __setattr__(self, name, value):
+            params = self.__dict__.get("_parameters")
+            if params is not None and name in params:
+                params[name] = value  # fast weights replace the placeholders in place
+            elif isinstance(value, nn.Module):
+                self.__dict__["_modules"][name] = value
+            else:
+                object.__setattr__(self, name, value)
+
+        def parameters(self):
+            """This should only be used to check shape/dtype of original params."""
+            return module.parameters()  # LEAK: the per-call class closes over the original module (and is a cycle)
+
+    MonkeyPatched.__name__ = "InnerFunctional" + type(module).__name__
+    MonkeyPatched.__qualname__ = MonkeyPatched.__name__
+    fmodule = MonkeyPatched()
+    num_params = len(param_names)
+    for name, attr in module.__dict__.items():
+        if name in _r275_INTERNAL_ATTRS:
+            continue
+        setattr(fmodule, name, attr)
+    child_params_offset = params_offset + num_params
+    for name, child in module._modules.items():
+        child_params_offset, fchild, _ = _r275_make_functional(child, params_box, child_params_offset)
+        fmodule._modules[name] = fchild
+    true_forward = type(module).forward
+
+    def patched_forward(self, *args, **kwargs):
+        for name, param in zip(self._param_names, params_box[0][params_offset:params_offset + num_params], strict=False):
+            setattr(self, name, param)
+        return true_forward(self, *args, **kwargs)
+
+    MonkeyPatched.forward = patched_forward
+    return child_params_offset, fmodule, type(fmodule)
+
+
+def _r275_monkeypatch(module, copy_initial_weights=True):
+    params_box = [None]
+    _, fmodule, MonkeyPatched = _r275_make_functional(module, params_box, 0)
+    MonkeyPatched.__name__ = MonkeyPatched.__qualname__ = "Functional" + MonkeyPatched._wrapped_name
+
+    def update_params(params):
+        fmodule._fast_params = list(params)
+        params_box[0] = fmodule._fast_params
+
+    fmodule.update_params = update_params
+    fmodule.fast_params_box = params_box
+    if copy_initial_weights:
+        initial = [p.detach().clone().requires_grad_() for p in module.parameters()]
+    else:
+        initial = list(module.parameters())
+    update_params(initial)
+    return fmodule
+
+
+class _r275_DifferentiableSGD:
+    def __init__(self, other, fmodel):
+        self.lr = other.param_groups[0]["lr"]
+        self._fmodel = fmodel
+
+    def step(self, loss):
+        fast = self._fmodel._fast_params
+        grads = torch.autograd.grad(loss, fast, create_graph=True)
+        new_params = [p - self.lr * g for p, g in zip(fast, grads, strict=False)]
+        self._fmodel.update_params(new_params)
+        return new_params
+
+
+@contextlib.contextmanager
+def _r275_innerloop_ctx(model, opt, copy_initial_weights=True):
+    fmodel = _r275_monkeypatch(model, copy_initial_weights=copy_initial_weights)
+    diffopt = _r275_DifferentiableSGD(opt, fmodel)
+    yield fmodel, diffopt
+
+
+def higher_inner_loop_on_deepcopy_keeps_copies(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 5)).to(device)
+    gen = torch.Generator().manual_seed(2751)
+    meta_lr = 0.1
+
+    def step():  # one meta-training task: adapt a copy on the support set, score the query set, move the meta-model
+        x_s = torch.randn(25, 32, generator=gen).to(device)
+        y_s = torch.randint(0, 5, (25,), generator=gen).to(device)
+        x_q = torch.randn(25, 32, generator=gen).to(device)
+        y_q = torch.randint(0, 5, (25,), generator=gen).to(device)
+        model_ = copy.deepcopy(model)
+        opt_ = torch.optim.SGD(model_.parameters(), lr=0.05)
+        with _r275_innerloop_ctx(model_, opt_) as (fm, do):
+            support_loss = nn.functional.cross_entropy(fm(x_s), y_s)
+            do.step(support_loss)
+            query_loss = nn.functional.cross_entropy(fm(x_q), y_q)
+            with torch.no_grad():
+                for p, fast in zip(model.parameters(), fm._fast_params, strict=False):
+                    p.add_(meta_lr * (fast - p))
+        return {"support_loss": support_loss.item(), "query_loss": query_loss.item()}
+
+    return step
+
+
+# https://github.com/roboflow/inference/pull/297 ("Resolve memory management issue causing ti many models being loaded
+# in lambda", merged)
+# Seen: "We had a problem with the model manager loading dozens of model and lambda environments were running out of
+# memory after a while": `WithFixedSizeCache.add_model` tested `if model_id in self` although the base manager keys a
+# model by its alias (`queue_id`) when one is given, so a repeated request for an aliased model appended its alias to
+# `_key_queue` again instead of refreshing it; once an alias sat there three times, a later eviction popped an alias
+# that was no longer loaded (`remove` only logs "not loaded. Skipping..."), the manager went one over `max_size`, and
+# `should_pop = len(self) == self.max_size` was never true again: every later model stayed loaded.
+# Fix (merged, commit 5bd038f): test `queue_id in self`, and evict `while len(self) >= self.max_size`.
+# Here the lambda's request handler in miniature: the base ModelManager (a dict of loaded models keyed by the resolved
+# id), the model registry (builds a small detector per model id from its weights), and the WithFixedSizeCache decorator
+# as it was before the fix, max_size 4. The container's first requests hit one popular aliased endpoint three times;
+# each step then serves one request for another project's aliased model. Every model loaded from then on stays in the
+# manager's dict.
+class _r275_InferenceModelNotFound(Exception):
+    pass
+
+
+class _r275_TinyDetector(nn.Module):
+    def __init__(self, model_id, api_key, weights):
+        super().__init__()
+        self.model_id, self.api_key = model_id, api_key
+        self.backbone = nn.Sequential(nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.ReLU(),
+                                      nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+                                      nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.ReLU())
+        self.head = nn.Conv2d(64, 5 + 8, 1)  # objectness, box, 8 classes per cell
+        self.load_state_dict(weights)
+        self.eval()
+
+    def infer(self, image):
+        with torch.inference_mode():
+            out = self.head(self.backbone(image))
+        return out[:, 0].sigmoid().amax().item()
+
+    def clear_cache(self):
+        pass
+
+
+class _r275_ModelRegistry:
+    """Resolves a model id to a model class bound to its stored weights (here made from the id, no download)."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def get_model(self, model_id, api_key):
+        device = self.device
+
+        def load(model_id, api_key):
+            g = torch.Generator().manual_seed(sum(map(ord, model_id)))
+            weights = {k: torch.randn(s, generator=g) * 0.05 for k, s in _r275_DETECTOR_SHAPES.items()}
+            return _r275_TinyDetector(model_id, api_key, weights).to(device)
+
+        return load
+
+
+def _r275_detector_shapes():
+    m = nn.Module()
+    m.backbone = nn.Sequential(nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.ReLU(),
+                               nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+                               nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.ReLU())
+    m.head = nn.Conv2d(64, 5 + 8, 1)
+    return {k: tuple(v.shape) for k, v in m.state_dict().items()}
+
+
+_r275_DETECTOR_SHAPES = _r275_detector_shapes()
+
+
+class _r275_ModelManager:
+    def __init__(self, model_registry, models=None):
+        self.model_registry = model_registry
+        self._models = models if models is not None else {}
+
+    def add_model(self, model_id, api_key, model_id_alias=None):
+        resolved_identifier = model_id if model_id_alias is None else model_id_alias
+        if resolved_identifier in self._models:
+            return
+        model = self.model_registry.get_model(resolved_identifier, api_key)(model_id=model_id, api_key=api_key)
+        self._models[resolved_identifier] = model
+
+    def check_for_model(self, model_id):
+        if model_id not in self:
+            raise _r275_InferenceModelNotFound(f"Model with id {model_id} not loaded.")
+
+    def infer(self, model_id, image):
+        self.check_for_model(model_id)
+        return self._models[model_id].infer(image)
+
+    def remove(self, model_id):
+        try:
+            self.check_for_model(model_id)
+            self._models[model_id].clear_cache()
+            del self._models[model_id]
+        except _r275_InferenceModelNotFound:
+            pass  # logger.warning(f"Attempted to remove model with id {model_id}, but it is not loaded. Skipping...")
+
+    def __len__(self):
+        return len(self._models)
+
+    def __contains__(self, model_id):
+        return model_id in self._models
+
+    def keys(self):
+        return self._models.keys()
+
+
+class _r275_ModelManagerDecorator(_r275_ModelManager):
+    def __init__(self, model_manager):
+        self.model_manager = model_manager
+
+    def add_model(self, model_id, api_key, model_id_alias=None):
+        if model_id in self:
+            return
+        self.model_manager.add_model(model_id, api_key, model_id_alias=model_id_alias)
+
+    def infer(self, model_id, image):
+        return self.model_manager.infer(model_id, image)
+
+    def remove(self, model_id):
+        return self.model_manager.remove(model_id)
+
+    def __len__(self):
+        return len(self.model_manager)
+
+    def __contains__(self, model_id):
+        return model_id in self.model_manager
+
+    def keys(self):
+        return self.model_manager.keys()
+
+
+class _r275_WithFixedSizeCache(_r275_ModelManagerDecorator):
+    def __init__(self, model_manager, max_size=8):
+        super().__init__(model_manager)
+        self.max_size = max_size
+        self._key_queue = collections.deque(self.model_manager.keys())
+
+    def add_model(self, model_id, api_key, model_id_alias=None):
+        queue_id = self._resolve_queue_id(model_id=model_id, model_id_alias=model_id_alias)
+        if model_id in self:  # models are keyed by queue_id (the alias): a loaded aliased model is not found here
+            self._key_queue.remove(queue_id)
+            self._key_queue.append(queue_id)
+            return
+        should_pop = len(self) == self.max_size  # LEAK: once the manager is one over max_size, nothing is evicted again
+        if should_pop:
+            to_remove_model_id = self._key_queue.popleft()
+            self.remove(to_remove_model_id)
+        self._key_queue.append(queue_id)
+        try:
+            return super().add_model(model_id, api_key, model_id_alias=model_id_alias)
+        except Exception as error:
+            self._key_queue.remove(model_id)
+            raise error
+
+    def remove(self, model_id):
+        try:
+            self._key_queue.remove(model_id)
+        except ValueError:
+            pass
+        return super().remove(model_id)
+
+    def infer(self, model_id, image):
+        self._key_queue.remove(model_id)
+        self._key_queue.append(model_id)
+        return super().infer(model_id, image)
+
+    def _resolve_queue_id(self, model_id, model_id_alias=None):
+        return model_id if model_id_alias is None else model_id_alias
+
+
+def roboflow_lambda_aliased_models_never_evicted(device):
+    model_manager = _r275_WithFixedSizeCache(_r275_ModelManager(_r275_ModelRegistry(device)), max_size=4)
+    gen = torch.Generator().manual_seed(2752)
+    api_key = "lambda-key"
+
+    def handle(project, version):  # the lambda's handler: resolve the endpoint, load if needed, infer
+        alias = f"{project}/{version}"  # the human-readable endpoint the request names
+        model_id = f"ds-{sum(map(ord, project)):08x}/{version}"  # the dataset id the artifacts are stored under
+        model_manager.add_model(model_id, api_key, model_id_alias=alias)
+        image = torch.rand(1, 3, 64, 64, generator=gen).to(device)
+        return model_manager.infer(alias, image)
+
+    for _ in range(3):  # the container's first requests: a client polling one popular endpoint
+        handle("hard-hat-workers", 2)
+    counter = itertools.count()
+
+    def step():  # one request, for another customer's aliased model
+        n = next(counter)
+        score = handle(f"project-{n}", 1 + n % 3)
+        return {"score": score, "loaded_models": len(model_manager)}
+
+    return step
+
+
+# https://github.com/HumanCompatibleAI/imitation/issues/192 ("PPO2 producing new Tensorboard events files with every call
+# to PPO2.learn()", closed; related to hill-a/stable-baselines#855)
+# Seen: adversarial imitation training (`train_adversarial with init_tensorboard=True`) calls the generator's
+# `PPO2.learn()` once per round, and every call adds a new `events.out.tfevents.*` file; this "Leads eventually to 'too
+# many files open by this process' error and ends the run"; the reporter: "with every call to `.learn()` ... PPO2 is
+# initializing a new `tf...FileWriter` and `tf...EventWriter`, which automatically creates a new file".
+# Fix: none is linked in the thread (closed without a change we could find); in stable-baselines (checked in its
+# repository, up to its last commit) `TensorboardWriter.__exit__` only does `writer.add_graph(...)` and
+# `writer.flush()`, never `writer.close()`, so closing the writer on exit (or keeping one writer for all rounds) is what
+# releases each round's file and its logger thread. Not confirmed by a maintainer.
+# Here one round of GAIL-style training in miniature: a discriminator step on expert vs generator transitions, then
+# `gen_algo.learn(..., reset_num_timesteps=False)`, whose `with TensorboardWriter(...) as writer:` opens a FileWriter
+# (an events file in the run's log directory, owned by the factory's TemporaryDirectory, plus a daemon logger thread)
+# for a few PPO minibatch updates and leaves it open on exit.
+class _r275_EventFileWriter:
+    """tf's EventFileWriter in miniature: an open events file and a daemon thread draining a queue into it."""
+
+    def __init__(self, logdir):
+        os.makedirs(logdir, exist_ok=True)
+        self._file = open(os.path.join(logdir, f"events.out.tfevents.{time.time():.6f}.{uuid.uuid4().hex[:6]}"), "ab")
+        self._queue = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            self._file.write(item)
+            self._queue.task_done()
+
+    def add_event(self, payload):
+        self._queue.put(payload)
+
+    def flush(self):
+        self._queue.join()
+        self._file.flush()
+
+    def close(self):
+        if not self._closed:
+            self.flush()
+            self._queue.put(None)
+            self._thread.join()
+            self._file.close()
+            self._closed = True
+
+
+class _r275_FileWriter:
+    def __init__(self, logdir, graph=None):
+        self.event_writer = _r275_EventFileWriter(logdir)
+        if graph is not None:
+            self.add_graph(graph)
+
+    def add_summary(self, tag, value, global_step):
+        self.event_writer.add_event(struct.pack("<q", global_step) + tag.encode() + struct.pack("<f", value))
+
+    def add_graph(self, graph):
+        self.event_writer.add_event(repr(graph).encode()[:256])
+
+    def flush(self):
+        self.event_writer.flush()
+
+    def close(self):
+        self.event_writer.close()
+
+
+class _r275_TensorboardWriter:
+    def __init__(self, graph, tensorboard_log_path, tb_log_name, new_tb_log=True):
+        self.graph, self.tensorboard_log_path, self.tb_log_name = graph, tensorboard_log_path, tb_log_name
+        self.writer, self.new_tb_log = None, new_tb_log
+
+    def __enter__(self):
+        if self.tensorboard_log_path is not None:
+            latest_run_id = self._get_latest_run_id()
+            if self.new_tb_log:
+                latest_run_id = latest_run_id + 1
+            save_path = os.path.join(self.tensorboard_log_path, f"{self.tb_log_name}_{latest_run_id}")
+            self.writer = _r275_FileWriter(save_path, graph=self.graph)
+        return self.writer
+
+    def _get_latest_run_id(self):
+        max_run_id = 0
+        for name in os.listdir(self.tensorboard_log_path):
+            prefix, _, ext = name.rpartition("_")
+            if prefix == self.tb_log_name and ext.isdigit() and int(ext) > max_run_id:
+                max_run_id = int(ext)
+        return max_run_id
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if self.writer is not None:
+            self.writer.add_graph(self.graph)
+            self.writer.flush()  # LEAK: flushed, never closed: each learn() leaves its events file and logger thread open
+
+
+class _r275_PPO2:
+    def __init__(self, policy, tensorboard_log, n_steps=64, nminibatches=4, noptepochs=2, learning_rate=3e-4):
+        self.policy, self.tensorboard_log = policy, tensorboard_log
+        self.n_steps, self.nminibatches, self.noptepochs = n_steps, nminibatches, noptepochs
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+        self.graph = "ppo2_graph"
+        self.num_timesteps = 0
+
+    def learn(self, rollout, total_timesteps, tb_log_name="PPO2", reset_num_timesteps=True):
+        new_tb_log = reset_num_timesteps
+        with _r275_TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name, new_tb_log) as writer:
+            obs, actions, advantages, old_logp = rollout
+            for _ in range(self.noptepochs):
+                for idx in torch.arange(self.n_steps).chunk(self.nminibatches):
+                    logits = self.policy(obs[idx])
+                    logp = torch.distributions.Categorical(logits=logits).log_prob(actions[idx])
+                    ratio = (logp - old_logp[idx]).exp()
+                    adv = advantages[idx]
+                    loss = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    self.optimizer.step()
+                    self.num_timesteps += len(idx)
+                    writer.add_summary("loss/policy", loss.item(), self.num_timesteps)
+        return loss.item()
+
+
+def gail_rounds_ppo2_learn_leaves_event_writers_open(device):
+    torch.manual_seed(0)
+    tmp = tempfile.TemporaryDirectory(prefix="r275_sb_tb_")
+    policy = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 4)).to(device)
+    discrim = nn.Sequential(nn.Linear(8 + 4, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
+    disc_opt = torch.optim.Adam(discrim.parameters(), lr=1e-3)
+    gen_algo = _r275_PPO2(policy, tensorboard_log=os.path.join(tmp.name, "sb_tb"))
+    os.makedirs(gen_algo.tensorboard_log)
+    gen = torch.Generator().manual_seed(2753)
+    expert_obs = torch.randn(256, 8, generator=gen)
+    expert_act = (expert_obs[:, :4].argmax(dim=1))
+
+    def step():  # one adversarial round: a discriminator update, then the generator's learn() call
+        idx = torch.randint(0, 256, (64,), generator=gen)
+        e_obs, e_act = expert_obs[idx].to(device), expert_act[idx].to(device)
+        g_obs = torch.randn(64, 8, generator=gen).to(device)
+        with torch.no_grad():
+            g_act = torch.distributions.Categorical(logits=policy(g_obs)).sample()
+            old_logp = torch.distributions.Categorical(logits=policy(g_obs)).log_prob(g_act)
+        e_in = torch.cat([e_obs, nn.functional.one_hot(e_act, 4).float()], dim=1)
+        g_in = torch.cat([g_obs, nn.functional.one_hot(g_act, 4).float()], dim=1)
+        logits = discrim(torch.cat([e_in, g_in]))
+        labels = torch.cat([torch.ones(64, 1), torch.zeros(64, 1)]).to(device)
+        disc_loss = nn.functional.binary_cross_entropy_with_logits(logits, labels)
+        disc_opt.zero_grad(set_to_none=True)
+        disc_loss.backward()
+        disc_opt.step()
+        with torch.no_grad():
+            reward = -nn.functional.logsigmoid(-discrim(g_in)).squeeze(1)  # AIRL/GAIL-style generator reward
+            advantages = (reward - reward.mean()) / (reward.std() + 1e-8)
+        gen_loss = gen_algo.learn((g_obs, g_act, advantages, old_logp), total_timesteps=64, reset_num_timesteps=False)
+        return {"disc_loss": disc_loss.item(), "gen_loss": gen_loss}
+
+    step._tmp = tmp  # the factory's step owns the log directory; it is removed with the step
+    return step
+
+
 RESOURCE = {
     "metric_state_never_reset": "cpu_tensors",
     "lstm_memories_keep_graph": "cpu_tensors",
@@ -38624,6 +39872,18 @@ RESOURCE = {
     "get_local_attention_maps_cached_per_batch": "cpu_tensors",
     "sequential_pipeline_offload_cache_keeps_same_device_activations": "cpu_tensors",
     "deepspeed_debug_name_maps_pin_replaced_experts": "cpu_tensors",
+    "torchbearer_mse_metric_epoch_mean_keeps_graph": "cpu_tensors",
+    "parlai_teacher_copies_start_loader_threads": "threads",
+    "pyemma_reader_keeps_every_memmap": "mapped_files",
+    "fresh_frames_miss_conv_packing_key": "cpu_tensors",
+    "dbn_running_stats_keep_graph": "host_heap",
+    "face_image_cache_per_name": "cpu_tensors",
+    "exact_gp_rebuilt_per_batch_hook_cycle": "cpu_tensors",
+    "chainer_concat_examples_pinned_pool_per_batch_size": "cpu_tensors",
+    "keras_time_distributed_input_map_per_call": "cpu_tensors",
+    "higher_inner_loop_on_deepcopy_keeps_copies": "cpu_tensors",
+    "roboflow_lambda_aliased_models_never_evicted": "cpu_tensors",
+    "gail_rounds_ppo2_learn_leaves_event_writers_open": "open_fds",
 }
 
 
@@ -39457,6 +40717,18 @@ ENTRY = {
     "get_local_attention_maps_cached_per_batch": "feature_list",
     "sequential_pipeline_offload_cache_keeps_same_device_activations": None,
     "deepspeed_debug_name_maps_pin_replaced_experts": "model_rebuild",
+    "torchbearer_mse_metric_epoch_mean_keeps_graph": "loss_accumulation",
+    "parlai_teacher_copies_start_loader_threads": "threads_never_joined",
+    "pyemma_reader_keeps_every_memmap": "mmap_checkpoints_kept",
+    "fresh_frames_miss_conv_packing_key": "lru_cache_unbounded",
+    "dbn_running_stats_keep_graph": "ema_confidence_threshold",
+    "face_image_cache_per_name": "lru_cache_unbounded",
+    "exact_gp_rebuilt_per_batch_hook_cycle": "cyclic_garbage",
+    "chainer_concat_examples_pinned_pool_per_batch_size": "pin_memory_host_blowup",
+    "keras_time_distributed_input_map_per_call": "lru_cache_unbounded",
+    "higher_inner_loop_on_deepcopy_keeps_copies": "cyclic_garbage",
+    "roboflow_lambda_aliased_models_never_evicted": "model_rebuild",
+    "gail_rounds_ppo2_learn_leaves_event_writers_open": "files_opened_in_getitem",
 }
 
 # Round 3, written blind to the family rules after round 2 was measured; its answers committed first.
@@ -40038,6 +41310,20 @@ ROUND_26 = (
     "sequential_pipeline_offload_cache_keeps_same_device_activations",
     "deepspeed_debug_name_maps_pin_replaced_experts",
 )
+ROUND_27 = (
+    "torchbearer_mse_metric_epoch_mean_keeps_graph",
+    "parlai_teacher_copies_start_loader_threads",
+    "pyemma_reader_keeps_every_memmap",
+    "fresh_frames_miss_conv_packing_key",
+    "dbn_running_stats_keep_graph",
+    "face_image_cache_per_name",
+    "exact_gp_rebuilt_per_batch_hook_cycle",
+    "chainer_concat_examples_pinned_pool_per_batch_size",
+    "keras_time_distributed_input_map_per_call",
+    "higher_inner_loop_on_deepcopy_keeps_copies",
+    "roboflow_lambda_aliased_models_never_evicted",
+    "gail_rounds_ppo2_learn_leaves_event_writers_open",
+)
 ROUND_25 = (
     "embed_labels_keep_worker_fds",
     "rwkv_rnn_mode_state_keeps_graph",
@@ -40069,5 +41355,5 @@ ROUND = {name: 2 if name in (
     "rotary_cache_per_length", "event_loop_per_call", "loss_totals_keep_graph", "video_reader_process_per_clip",
     "trace_per_candidate", "cam_per_image_hooks", "executor_per_request", "shard_view_keeps_mapping",
     "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
-) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 23 if name in ROUND_23 else 24 if name in ROUND_24 else 25 if name in ROUND_25 else 26 if name in ROUND_26 else 1
+) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 23 if name in ROUND_23 else 24 if name in ROUND_24 else 25 if name in ROUND_25 else 26 if name in ROUND_26 else 27 if name in ROUND_27 else 1
     for name in FAMILY}
