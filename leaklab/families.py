@@ -177,9 +177,20 @@ def _keyed(links: list[Link]) -> bool:
 
 
 def _keyed_link(link: Link) -> bool:
-    """A dict entry keyed by a tensor, a shape or a tuple, or a key that is itself what grows (a
-    dict that gains keys: warnings' ``__warningregistry__`` keys every message it saw)."""
-    return bool(_CACHE_KEYS.match(link.name)) or "key" in (link.what, link.name)
+    """A dict entry keyed by a tensor, a shape or a tuple, or by an object's address (``id()``),
+    or a key that is itself what grows (a dict that gains keys: warnings' ``__warningregistry__``
+    keys every message it saw)."""
+    return bool(_CACHE_KEYS.match(link.name)) or "key" in (link.what, link.name) or _by_address(link)
+
+
+# A key that is an object's address: what ``id()`` gives in CPython, an aligned pointer of 12 or more
+# digits (as an int or spelled as a string); a new argument object each call is a new key.
+_ADDRESS_KEY = re.compile(r"^\[['\"]?(\d{12,20})['\"]?\]$")
+
+
+def _by_address(link: Link) -> bool:
+    found = _ADDRESS_KEY.match(link.name)
+    return found is not None and int(found.group(1)) >= 2**32 and int(found.group(1)) % 8 == 0
 
 
 def _module_hooks(e: Evidence) -> str | None:
@@ -281,6 +292,8 @@ def _cache(e: Evidence) -> str | None:
         return None
     keyed = _first(e.links, _keyed_link)
     if keyed is not None:
+        if _by_address(keyed):
+            return "a dict keyed by the addresses of the objects it was given (a cache by argument)"
         by = keyed.type if "key" in (keyed.what, keyed.name) else keyed.name.strip("[]").removesuffix(" key")
         return f"a dict keyed by {by.split(' ')[0]} (a cache by argument)"
     named = _first(e.links, lambda link: bool(_CACHE_NAMES.search(_own_name(link.name))))

@@ -643,7 +643,8 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "that grows inside one entry of a named cache was made on one of its misses: no longer held out)",
            "27": "round 27 (written blind to the rules of 5c52cee, by five helpers who neither read the rules nor ran the "
                  "check on their steps; its answers committed before it was measured; 12 steps, none without an entry: "
-                 "the writers found few reports not cited already)"}
+                 "the writers found few reports not cited already; after it was measured, the rule for a dict keyed by the "
+                 "addresses of its arguments was made on one of its misses: no longer held out)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

@@ -208,6 +208,21 @@ def test_a_list_that_grows_inside_one_entry_of_a_cache_is_a_container():
     assert decide(Evidence(per_entry, "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("cache_by_argument",)
 
 
+def test_a_dict_keyed_by_the_addresses_of_its_arguments_is_a_cache():
+    """keras_time_distributed_input_map_per_call (round 27, after it was measured): TimeDistributed
+    kept every call's reshaped input in a dict keyed by the input's id(); a dict keyed by counts or
+    by small numbers is a plain container."""
+    def holder(key):
+        return _chain(("closure cell", "make_step.<locals>.model", "Tagger", "module"), ("attribute", "._modules", "dict", "container"),
+                      ("item", "['head']", "TimeDistributed", "module"), ("attribute", "._input_map", "dict", "container"),
+                      ("grown, with an autograd graph", key, "torch.Tensor", "tensor"))
+    by_address = decide(Evidence(holder("['140556609739568']"), "cpu_tensors", frozenset({"cpu_tensors"})))
+    assert by_address.families == ("cache_by_argument",) and "addresses" in by_address.why
+    assert decide(Evidence(holder("[140556609739568]"), "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("cache_by_argument",)
+    for plain in ("['17']", "[1733788800123]", "['step_9']"):  # a step number; a time in ms (not aligned); a name
+        assert decide(Evidence(holder(plain), "cpu_tensors", frozenset({"cpu_tensors"}))).families == ("container_keeps_tensors",), plain
+
+
 def test_where_descriptors_grow_a_cache_on_the_way_is_not_the_holder():
     """thread_sqlite_connections_kept: the walk from the grown cells reached sqlite3's own
     lru_cache; what grows is one open connection (a descriptor) a step."""
