@@ -793,6 +793,9 @@ def _adjudicated() -> list[str]:
            "| who | family right | right entry (of those with one) | none (of those with none) |", "| --- | --- | --- | --- |"]
     out += [f"| {who} | {c['family']} of {steps} | {c['entry_where_one']} of {named} | {c['none_where_none']} of {steps - named} |"
             for who, c in rows]
+    for filename, c in counts.get("check_by_file", {}).items():
+        out.append(f"| the check, on the steps of [{filename}](results/held-out/{filename}) | {c['family']} of {c['steps']} | "
+                   f"{c['entry_where_one']} of {c['with_entry']} | {c['none_where_none']} of {c['steps'] - c['with_entry']} |")
     return [*out, ""]
 
 

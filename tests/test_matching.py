@@ -218,7 +218,10 @@ def test_the_answers_of_record_are_the_readers_where_they_agree_and_the_adjudica
     assert document["counts"] == {"steps": 2, "adjudicated": 1, "with_entry": 1,
                                   "first": {"family": 1, "entry_where_one": 1, "none_where_none": 0},
                                   "second": {"family": 2, "entry_where_one": 1, "none_where_none": 1},
-                                  "check": {"family": 2, "entry_where_one": 0, "none_where_none": 1}}
+                                  "check": {"family": 2, "entry_where_one": 0, "none_where_none": 1},
+                                  "check_by_file": {"reader-agreement.json": {"steps": 2, "with_entry": 1, "family": 2,
+                                                                              "entry_where_one": 0, "none_where_none": 1}}}
     monkeypatch.setattr(catalog, "READER_AGREEMENTS", tmp_path)
     table = catalog._adjudicated()
-    assert "| the check (its answers in the tables above) | 2 of 2 | 0 of 1 | 1 of 1 |" in table and "| the second reader | 2 of 2 | 1 of 1 | 1 of 1 |" in table
+    assert "| the check (its answers in the tables above) | 2 of 2 | 0 of 1 | 1 of 1 |" in table
+    assert "| the check, on the steps of [reader-agreement.json](results/held-out/reader-agreement.json) | 2 of 2 | 0 of 1 | 1 of 1 |" in table and "| the second reader | 2 of 2 | 1 of 1 | 1 of 1 |" in table

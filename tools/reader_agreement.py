@@ -217,14 +217,24 @@ def adjudicate(folder: Path) -> None:
             if decided is None:
                 continue
             gold = {"family": decided["family"], "entry": decided.get("entry")}
-            rows[name] = {"round": row["round"], "gold": gold, "adjudicated": row["first"] != row["second"],
+            rows[name] = {"round": row["round"], "gold": gold, "adjudicated": row["first"] != row["second"], "file": path.name,
                           **{who: row[who] for who in ("first", "second", "check")}}
     counts = {"steps": len(rows), "adjudicated": sum(row["adjudicated"] for row in rows.values()),
               "with_entry": sum(bool(row["gold"]["entry"]) for row in rows.values())}
+    def scored(who: str, among: list[dict[str, Any]]) -> dict[str, int]:
+        right = [_right(row[who], row["gold"]) + (bool(row["gold"]["entry"]),) for row in among]
+        return {"family": sum(f for f, _, _ in right), "entry_where_one": sum(e for _, e, named in right if named),
+                "none_where_none": sum(e for _, e, named in right if not named)}
+
     for who in ("first", "second", "check"):
-        scored = [_right(row[who], row["gold"]) + (bool(row["gold"]["entry"]),) for row in rows.values()]
-        counts[who] = {"family": sum(f for f, _, _ in scored), "entry_where_one": sum(e for _, e, named in scored if named),
-                       "none_where_none": sum(e for _, e, named in scored if not named)}
+        counts[who] = scored(who, list(rows.values()))
+    # The check per agreement file: each file's answers were given by the rules named in it (held out or not).
+    counts["check_by_file"] = {}
+    for path in _agreement_files():
+        among = [row for row in rows.values() if row["file"] == path.name]
+        if among:
+            counts["check_by_file"][path.name] = {"steps": len(among), "with_entry": sum(bool(row["gold"]["entry"]) for row in among),
+                                                  **scored("check", among)}
     atomic_write(str(RESULTS / "adjudicated.json"), json.dumps({
         "note": "the answers of record for the steps of the agreement files: the two readers' where they agree, an "
                 "adjudicator's (blind to whose answer was whose, and to the check's) where they do not "
