@@ -1,11 +1,16 @@
 """The child processes a step started: stopped when it is done with them. Those its factory
 started and that outlive the step are the process's (a runtime's daemon: OpenMPI's ``orted``, which
 ``MPI_Init`` starts for a process that was not launched by ``mpirun``, and whose death ends that
-process later with exit 195): they are named, and stopped when the interpreter exits."""
+process later with exit 195): they are named, and stopped when the interpreter exits. The folders
+stopped children leave (multiprocessing's ``pymp-*``) go with them."""
 
 from __future__ import annotations
 
 import atexit
+import os
+import shutil
+import stat
+import tempfile
 import time
 
 import psutil
@@ -81,3 +86,44 @@ def stop_children(existing: set[int], wait: float = 10.0, grace: float = 2.0, qu
             pass
     psutil.wait_procs(alive, timeout=grace)
     return described
+
+
+def temp_folders() -> set[str]:
+    """multiprocessing's temporary folders (``pymp-*``, one per process that needed one) now."""
+    try:
+        with os.scandir(tempfile.gettempdir()) as found:
+            return {entry.path for entry in found if entry.name.startswith("pymp-") and entry.is_dir(follow_symlinks=False)}
+    except OSError:
+        return set()
+
+
+def remove_left_folders(before: set[str]) -> list[str]:
+    """Remove the ``pymp-*`` folders made since ``before`` that only a stopped process used: a
+    DataLoader worker that passed a descriptor (multiprocessing's resource sharer listens on a socket
+    in a folder of the worker's own) removes its folder when it exits by itself, not when the check
+    stops it: one stopped check of a step that kept a loader per run left 35. A folder is removed
+    only where every file in it is a socket that no live process is bound to (the folder is listed
+    before the kernel's sockets are read, so one bound meanwhile is not in the list): an empty one,
+    or one another process (another pytest worker's check) is still using, stays. Returns those removed."""
+    removed = []
+    for folder in sorted(temp_folders() - before):
+        try:
+            with os.scandir(folder) as found:
+                files = [entry.path for entry in found]
+            sockets = all(stat.S_ISSOCK(os.lstat(path).st_mode) for path in files)
+        except OSError:
+            continue
+        if not files or not sockets or set(files) & _bound_sockets():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _bound_sockets() -> set[str]:
+    """The paths of the Unix sockets bound now, by any process (/proc/net/unix)."""
+    try:
+        with open("/proc/net/unix") as table:
+            return {fields[7] for fields in (line.split() for line in table.readlines()[1:]) if len(fields) > 7}
+    except OSError:
+        return set()

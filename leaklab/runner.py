@@ -40,7 +40,7 @@ import torch
 
 from leaklab import attribution, growth, holders, signature
 from leaklab import resources as known
-from leaklab.children import leave_to_process, stop_children
+from leaklab.children import leave_to_process, remove_left_folders, stop_children, temp_folders
 from leaklab.measure import Probe, cuda_usable, device_counters, format_exception, live_children, release_free_heap
 from leaklab.release import stuck_workers_stopped
 from leaklab.report import Report, ResourceResult, median_seconds
@@ -204,6 +204,7 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
     options = options or RunOptions()
     device = options.validate(device)
     children_before = {p.pid for p in live_children()}
+    folders_before = temp_folders()
     built: set[int] = set()  # children the factory started (filled once it returned)
     try:
         run = _run(factory, device, options, built)
@@ -212,6 +213,7 @@ def run_factory(factory: Factory, device: str = "cpu", options: RunOptions | Non
         # factory started and outlives the step is the process's (leaklab.children), stopped at its exit.
         children = stop_children(children_before | built, options.child_wait)
         kept = leave_to_process(built - children_before)
+        remove_left_folders(folders_before)
     return resemble(run.report(children, kept), options.ranks.world if options.ranks is not None else 1)
 
 

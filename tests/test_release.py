@@ -128,3 +128,51 @@ def test_workers_that_got_the_stop_signal_are_left_to_exit_however_long_it_takes
     assert not any(worker.is_alive() for worker in workers)
     assert stopped == [], "workers that had the stop signal were stopped"
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("pymp-")) == []
+
+
+def _listen_in_a_folder_of_its_own(ready):
+    """A worker that passes descriptors: multiprocessing's resource sharer listens on a socket in a
+    pymp-* folder of the worker's own, removed when the worker exits by itself."""
+    import os
+    import socket
+
+    folder = tempfile.mkdtemp(prefix="pymp-")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(os.path.join(folder, "listener-w"))
+    listener.listen()
+    ready.set()
+    time.sleep(600)
+
+
+def test_the_folders_of_children_the_check_stopped_go_and_others_stay(tmp_path, monkeypatch):
+    """yolo_train_runs_keep_infinite_loader_workers (round 26) left 35 pymp-* folders, one per stopped
+    worker. A folder whose socket this process still listens on, and an empty one, stay."""
+    import os
+    import socket
+
+    from leaklab.runner import RunOptions, run_factory
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    context = multiprocessing.get_context("fork")
+    mine = socket.socket(socket.AF_UNIX)
+
+    def factory(device):
+        workers = []
+
+        def step():
+            if not workers:  # one worker, its folder made in it; one folder of this process's, listening; one empty
+                ready = context.Event()
+                workers.append(context.Process(target=_listen_in_a_folder_of_its_own, args=(ready,), daemon=True))
+                workers[0].start()
+                assert ready.wait(30)
+                mine.bind(os.path.join(tempfile.mkdtemp(prefix="pymp-"), "listener-mine"))
+                mine.listen()
+                tempfile.mkdtemp(prefix="pymp-")
+        return step
+
+    try:
+        run_factory(factory, "cpu", RunOptions(steps=3, warmup=1, resources=("children",), child_wait=0.5))
+        left = sorted(os.listdir(folder) for folder in map(str, tmp_path.glob("pymp-*")))
+    finally:
+        mine.close()
+    assert left == [[], ["listener-mine"]], left
