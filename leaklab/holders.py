@@ -441,10 +441,13 @@ def _held_outside(orphan: Any, parent: dict[int, Any]) -> str | None:
     """The name of a root outside Python, where ``orphan`` (nothing in Python refers to it) is one:
     a callback (:func:`_callback`), or a list holding the callable the walk came up through (the
     interpreter's own lists of registered functions, ``os.register_at_fork``'s and
-    ``codecs.register``'s, are plain lists that only C refers to). None otherwise."""
+    ``codecs.register``'s, are plain lists that only C refers to, of callables only). None otherwise:
+    a list of classes, their dicts and tuples as well as functions is no registry (with the collector
+    off, a list left in the step's garbage, which no root holds either)."""
     if _callback(orphan, parent):
         return _callable_name(orphan)
-    if type(orphan) is list and isinstance(parent.get(id(orphan)), (types.FunctionType, types.MethodType)):
+    if (type(orphan) is list and isinstance(parent.get(id(orphan)), (types.FunctionType, types.MethodType))
+            and all(callable(item) and not isinstance(item, type) for item in orphan)):
         return (f"a list of {len(orphan)} callables held outside Python (os.register_at_fork, codecs.register, "
                 "a C library's callbacks)")
     return None

@@ -646,7 +646,8 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "the writers found few reports not cited already; after it was measured, the rule for a dict keyed by the "
                  "addresses of its arguments was made on one of its misses: no longer held out)",
            "28": "round 28 (written blind to the rules of 1223451, by five helpers who neither read the rules nor ran the "
-                 "check on their steps; its answers committed before it was measured; 11 steps)"}
+                 "check on their steps; its answers committed before it was measured; 11 steps; after it was measured, the "
+                 "rule that a list held outside Python holds callables only was made on one of its misses: no longer held out)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

@@ -181,6 +181,25 @@ def test_a_callable_in_a_list_only_the_interpreter_holds_is_named_by_that_list()
     assert decision.families == ("registered_callbacks",), decision
 
 
+def test_a_list_of_classes_and_their_parts_nothing_refers_to_is_no_registry_of_callbacks():
+    """multistep_lr_step_defines_class_each_call (round 28, after it was measured): with the collector
+    off, a class made per call is garbage no root holds, and the walk reached a list left in that
+    garbage (classes, their dicts and tuples beside their functions) that nothing refers to. It was
+    named an interpreter's list of callbacks; only a list of callables is one."""
+    from leaklab.holders import _held_outside
+
+    def search(name):
+        return None
+
+    class Made:
+        def method(self):
+            return None
+
+    registry, garbage = [search, print], [Made, dict(Made.__dict__), Made.__mro__, Made.method]
+    assert "callables held outside Python" in _held_outside(registry, {id(registry): search})
+    assert _held_outside(garbage, {id(garbage): Made.method}) is None
+
+
 LIVE_LISTENERS = weakref.WeakSet()   # as logging keeps a weak set of its handlers beside each logger's list
 LIVE_BY_NAME = weakref.WeakSet()
 LISTENERS: list = []
