@@ -113,17 +113,21 @@ def remove_left_folders(before: set[str]) -> list[str]:
             sockets = all(stat.S_ISSOCK(os.lstat(path).st_mode) for path in files)
         except OSError:
             continue
-        if not files or not sockets or set(files) & _bound_sockets():
+        bound = _bound_sockets()
+        if bound is None:  # no /proc/net/unix (not Linux): whose a socket is cannot be told, so nothing goes
+            return removed
+        if not files or not sockets or set(files) & bound:
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
 
 
-def _bound_sockets() -> set[str]:
-    """The paths of the Unix sockets bound now, by any process (/proc/net/unix)."""
+def _bound_sockets() -> set[str] | None:
+    """The paths of the Unix sockets bound now, by any process (/proc/net/unix); None where that
+    table cannot be read."""
     try:
         with open("/proc/net/unix") as table:
             return {fields[7] for fields in (line.split() for line in table.readlines()[1:]) if len(fields) > 7}
     except OSError:
-        return set()
+        return None

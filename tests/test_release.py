@@ -176,3 +176,23 @@ def test_the_folders_of_children_the_check_stopped_go_and_others_stay(tmp_path, 
     finally:
         mine.close()
     assert left == [[], ["listener-mine"]], left
+
+
+def test_where_the_kernels_sockets_cannot_be_read_no_folder_goes(tmp_path, monkeypatch):
+    """Off Linux (no /proc/net/unix) whose a socket is cannot be told: nothing is removed."""
+    import os
+    import socket
+
+    from leaklab import children
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tempfile.mkdtemp(prefix="pymp-")
+    left = socket.socket(socket.AF_UNIX)
+    left.bind(os.path.join(folder, "listener-gone"))
+    left.close()  # the file stays, no socket is bound to it: a stopped worker's
+    monkeypatch.setattr(children, "_bound_sockets", lambda: None)
+    assert children.remove_left_folders(set()) == [] and os.path.isdir(folder)
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert children.remove_left_folders(set()) == [folder] and not os.path.exists(folder)
+
