@@ -225,3 +225,25 @@ def test_the_answers_of_record_are_the_readers_where_they_agree_and_the_adjudica
     table = catalog._adjudicated()
     assert "| the check (its answers in the tables above) | 2 of 2 | 0 of 1 | 1 of 1 |" in table
     assert "| the check, on the steps of [reader-agreement.json](results/held-out/reader-agreement.json) | 2 of 2 | 0 of 1 | 1 of 1 |" in table and "| the second reader | 2 of 2 | 1 of 1 | 1 of 1 |" in table
+
+
+def test_the_text_a_second_reader_gets_leaves_out_the_sentences_that_name_an_answer():
+    """tools/reader_agreement.py: a comment line that names an entry goes with the lines that finish its
+    sentence; a part that begins anew stays, and so does "processes" as a plain word."""
+    import ast
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("reader_agreement", Path(__file__).parents[1] / "tools" / "reader_agreement.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    lines = ["# https://example.org/issues/1 (\"a leak\", closed)",
+             "# Seen: memory climbs in the worker processes.",
+             "# Fix: close it. No entry fits: the closest is",
+             "# feature_list, whose fix is a deque.",
+             "# Here a pool of worker processes keeps its results.",
+             "def make_step(device):",
+             "    return None"]
+    node = ast.parse("\n".join(lines)).body[0]
+    banned = re.compile(r"\b(entry|feature_list)\b", re.I)
+    assert tool._text(node, lines, banned).splitlines() == [lines[0], lines[1], lines[4], lines[5], lines[6]]

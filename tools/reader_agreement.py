@@ -38,6 +38,7 @@ RESULTS = ROOT / "results" / "held-out"
 MATCHING = ROOT / "results" / "cpu-matching-torch2.14.1.json"
 ROUNDS, PER_ROUND, SEED = range(14, 26), 5, 26
 _HELPER = re.compile(r"\b(_r\d+_\w+|_[A-Z][A-Z_0-9]+)\b")
+_NEW_PART = re.compile(r"^# (https?://|Seen:|Fix:|Here )")  # where a comment block's next part begins
 
 
 def _rounds(named: str | None) -> tuple[range, int | None]:
@@ -48,7 +49,7 @@ def _rounds(named: str | None) -> tuple[range, int | None]:
     return range(int(first), int(last or first) + 1), None
 
 
-def _sample(rounds: range = ROUNDS, per_round: int | None = PER_ROUND) -> tuple[list[str], dict[str, ast.AST], list[str], Path]:
+def _sample(rounds: range = ROUNDS, per_round: int | None = PER_ROUND) -> tuple[list[str], dict[str, ast.AST], list[str], Any]:
     module = load_script(STEPS)
     source = STEPS.read_text()
     definitions: dict[str, ast.AST] = {}
@@ -73,7 +74,15 @@ def _text(node: ast.AST, lines: list[str], banned: re.Pattern[str]) -> str:
     top = start
     while top > 0 and lines[top - 1].startswith("#"):
         top -= 1
-    comments = [line for line in lines[top:start] if not banned.search(line)]
+    comments, dropping = [], False
+    for line in lines[top:start]:
+        # A line that names an answer goes, and so do the lines that finish its sentence (one round 28
+        # reader read half a sentence of the writer's reasoning where only its first line had gone).
+        if banned.search(line) or (dropping and not _NEW_PART.match(line)):
+            dropping = not line.rstrip().endswith(".")
+            continue
+        dropping = False
+        comments.append(line)
     body = [line.split("#", 1)[0].rstrip() if "#" in line and banned.search(line.split("#", 1)[1]) else line
             for line in lines[start:node.end_lineno]]
     return "\n".join(comments + body)
@@ -92,7 +101,9 @@ def sample(folder: Path, named: str | None = None) -> None:
     chosen, definitions, lines, _ = _sample(*_rounds(named))
     slugs = [path.stem for path in (ROOT / "cases").glob("*.toml") if path.stem != "families"]
     families = list(tomllib.loads((ROOT / "cases" / "families.toml").read_text()))
-    banned = re.compile(r"\b(entry|entries|catalog|family|families|" + "|".join(map(re.escape, slugs + families)) + r")\b", re.I)
+    # Answers are slugs and family keys with underscores; "processes" is a family's key and a plain word too.
+    answers = [name for name in slugs + families if "_" in name]
+    banned = re.compile(r"\b(entry|entries|catalog|family|families|" + "|".join(map(re.escape, answers)) + r")\b", re.I)
     parts = []
     for number, name in enumerate(chosen, 1):
         text = _text(definitions[name], lines, banned)
