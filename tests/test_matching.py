@@ -240,7 +240,7 @@ def test_the_text_a_second_reader_gets_leaves_out_the_sentences_that_name_an_ans
     lines = ["# https://example.org/issues/1 (\"a leak\", closed)",
              "# Seen: memory climbs in the worker processes.",
              "# Fix: close it. No entry fits: the closest is",
-             "# feature_list, whose fix is a deque.",
+             "# the list of every batch, whose fix is a deque.",
              "# Here a pool of worker processes keeps its results.",
              "def make_step(device):",
              "    return None"]
