@@ -647,7 +647,9 @@ _ROUNDS = {"1": "round 1 (the family rules were fixed on these steps: no longer 
                  "addresses of its arguments was made on one of its misses: no longer held out)",
            "28": "round 28 (written blind to the rules of 1223451, by five helpers who neither read the rules nor ran the "
                  "check on their steps; its answers committed before it was measured; 11 steps; after it was measured, the "
-                 "rule that a list held outside Python holds callables only was made on one of its misses: no longer held out)"}
+                 "rule that a list held outside Python holds callables only was made on one of its misses: no longer held out)",
+           "29": "round 29 (written blind to the rules of 59126f9, by five helpers who neither read the rules nor ran the "
+                 "check on their steps; its answers committed before it was measured; 9 steps)"}
 
 
 def _rates_row(what: str, document: dict[str, Any], counts: dict[str, Any]) -> str:

@@ -12020,6 +12020,15 @@ FAMILY = {
     "falcon_checkpoints_keep_rank_portion_mapped": "mapped_files_kept",
     "nncf_get_const_data_scale_chain_per_batch": "autograd_history",
     "tfrecords_left_open_by_validate_on_batch": "descriptors_not_closed",
+    "go1_play_policy_outside_no_grad": "autograd_history",
+    "skorch_epoch_scoring_keeps_valid_preds": "container_keeps_tensors",
+    "gradcam_wrapper_per_image_hooks_stay": "registered_callbacks",
+    "hf_datasets_mmapped_splits_stay_resident": "mapped_files_kept",
+    "minerl_batch_iter_abandoned_each_round": "processes",
+    "skorch_history_missing_key_cycle": "cyclic_garbage",
+    "cru_epoch_metrics_keep_graph": "autograd_history",
+    "memory_saver_cpu_backup_freed_allocation": "allocator_caching",
+    "aleph_alpha_model_method_lru_cache": "cache_by_argument",
 }
 
 
@@ -40193,6 +40202,972 @@ def tfrecords_left_open_by_validate_on_batch(device):
     return step
 
 
+# Round 29, h1.
+# Imports this fragment needs: none beyond fresh_steps.py's (uses torch, nn).
+
+
+# https://github.com/Improbable-AI/walk-these-ways/issues/10 ("memory leak", closed)
+# Seen: running the deployment/evaluation script scripts/play.py, "there is a slow but fatal GPU memory leak
+# problem" that grows with every control step.
+# Fix: the reporter confirmed "by using with torch.no_grad(): in the step() and reset() functions, we can fix this
+# issue"; the maintainer said an older version had the same leak and `with torch.no_grad():` around the policy call
+# had fixed it (today's play.py wraps `actions = policy(obs)` in torch.no_grad()). Confirmed by the reporter only.
+# Here play.py's loop without the no_grad: the policy (adaptation module + body, as load_policy builds it) reads
+# obs["obs_history"] with autograd on; the LeggedRobot env clips the actions into self.actions, copies them into
+# last_actions and builds obs_buf from them, and the HistoryWrapper appends obs_buf to obs_history with
+# torch.cat((obs_history[:, num_obs:], obs)). obs_history is the next policy input, so every step's graph (with the
+# policy's saved activations) is chained to the previous one and none is ever freed: no backward is ever run.
+class _r291_Cfg:
+    num_envs = 16
+    num_obs = 54  # gravity 3 + commands 3 + dof_pos 12 + dof_vel 12 + actions 12 + last_actions 12
+    num_actions = 12
+    num_observation_history = 15
+    clip_actions = 10.0
+    action_scale = 0.25
+    dt = 0.02
+
+
+class _r291_LeggedRobot:
+    """go1_gym's LeggedRobot in miniature: a vectorized env whose observation includes the last actions."""
+
+    def __init__(self, cfg, device, gen):
+        self.cfg, self.device = cfg, device
+        self.num_envs, self.num_obs = cfg.num_envs, cfg.num_obs
+        self.dof_pos = torch.zeros(cfg.num_envs, cfg.num_actions, device=device)
+        self.dof_vel = torch.zeros(cfg.num_envs, cfg.num_actions, device=device)
+        self.projected_gravity = torch.tensor([0.0, 0.0, -1.0], device=device).repeat(cfg.num_envs, 1)
+        self.commands = torch.randn(cfg.num_envs, 3, generator=gen).to(device)
+        self.actions = torch.zeros(cfg.num_envs, cfg.num_actions, device=device)
+        self.last_actions = torch.zeros(cfg.num_envs, cfg.num_actions, device=device)
+        self.obs_buf = torch.zeros(cfg.num_envs, cfg.num_obs, device=device)
+
+    def step(self, actions):
+        clip_actions = self.cfg.clip_actions
+        self.actions = torch.clip(actions, -clip_actions, clip_actions).to(self.device)
+        target = self.actions * self.cfg.action_scale  # PD targets; the "simulator" is a first-order lag
+        new_pos = self.dof_pos + self.cfg.dt * 10.0 * (target.detach() - self.dof_pos)
+        self.dof_vel = (new_pos - self.dof_pos) / self.cfg.dt
+        self.dof_pos = new_pos
+        self.post_physics_step()
+        rew = -(self.dof_vel ** 2).mean(dim=1)
+        done = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        return self.obs_buf, rew, done, {"privileged_obs": None}
+
+    def post_physics_step(self):
+        self.compute_observations()
+        self.last_actions[:] = self.actions[:]
+
+    def compute_observations(self):
+        self.obs_buf = torch.cat((self.projected_gravity, self.commands, self.dof_pos, self.dof_vel * 0.05,
+                                  self.actions), dim=-1)
+        self.obs_buf = torch.cat((self.obs_buf, self.last_actions), dim=-1)
+
+
+class _r291_HistoryWrapper:
+    def __init__(self, env):
+        self.env = env
+        self.obs_history_length = env.cfg.num_observation_history
+        self.num_obs_history = self.obs_history_length * env.num_obs
+        self.obs_history = torch.zeros(env.num_envs, self.num_obs_history, dtype=torch.float,
+                                       device=env.device, requires_grad=False)
+
+    def step(self, action):
+        obs, rew, done, info = self.env.step(action)
+        privileged_obs = info["privileged_obs"]
+        self.obs_history = torch.cat((self.obs_history[:, self.env.num_obs:], obs), dim=-1)
+        return {"obs": obs, "privileged_obs": privileged_obs, "obs_history": self.obs_history}, rew, done, info
+
+    def reset(self):
+        self.obs_history[:, :] = 0
+        return {"obs": self.env.obs_buf, "privileged_obs": None, "obs_history": self.obs_history}
+
+
+def go1_play_policy_outside_no_grad(device):
+    cfg = _r291_Cfg()
+    gen = torch.Generator().manual_seed(0)
+    env = _r291_HistoryWrapper(_r291_LeggedRobot(cfg, device, gen))
+    n_hist = env.num_obs_history
+    adaptation_module = nn.Sequential(nn.Linear(n_hist, 256), nn.ELU(), nn.Linear(256, 2)).to(device)
+    body = nn.Sequential(nn.Linear(n_hist + 2, 256), nn.ELU(), nn.Linear(256, 128), nn.ELU(),
+                         nn.Linear(128, cfg.num_actions)).to(device)
+
+    def policy(obs, info={}):  # noqa: B006
+        latent = adaptation_module.forward(obs["obs_history"])
+        action = body.forward(torch.cat((obs["obs_history"], latent), dim=-1))
+        info["latent"] = latent
+        return action
+
+    state = {"obs": env.reset()}
+
+    def step():  # one control step of play.py's evaluation loop
+        actions = policy(state["obs"])  # LEAK: outside torch.no_grad(); the env feeds these back into obs_history
+        obs, rew, done, info = env.step(actions)
+        state["obs"] = obs
+        return {"reward": float(rew.mean())}
+
+    return step
+
+
+# Only one step delivered by h1 in round 29 (out of time): cache_by_argument, registry_keeps_objects and
+# threads_not_joined have none, and so there is no ENTRY None step.
+
+
+# Round 29, h2.
+# Imports this fragment needs: none beyond fresh_steps.py's own (bisect, collections, concurrent.futures, itertools,
+# json, mmap, multiprocessing, os, queue, random, struct, tempfile, threading, torch, nn).
+
+
+# ---- round 29, part h2 (written blind to the rules)
+
+# https://github.com/skorch-dev/skorch/issues/509 ("Epoch scoring can use up a lot of GPU memory", open)
+# Seen: multi-label classification with ~100,000 targets: "it crashed during the validation steps and I could see the
+# allocated GPU memory skyrocket", because "the `EpochScoring` callback stores pointers to these [y_pred] tensors"
+# for the whole validation epoch.
+# Fix: the maintainer's answer is `use_caching=False` on every EpochScoring (caching trades memory for speed); the
+# reporter moved y_pred to the CPU in validation_step, and braindecode/braindecode#384 ("Move stored preds in
+# callbacks to CPU", merged, "seems to work" for the user who hit it) does the same in its callbacks. Neither bounds
+# what is kept on the host: they move it off the device.
+# Here a skorch-style NeuralNet runs a long validation epoch of a wide multi-label classifier (2,048 targets), one
+# batch per step; the EpochScoring callback with caching on appends every batch's y and y_pred until on_epoch_end,
+# which the measured steps never reach.
+class _r292_EpochScoring:
+    def __init__(self, scoring, lower_is_better=True, on_train=False, name=None, use_caching=True):
+        self.scoring, self.lower_is_better, self.on_train = scoring, lower_is_better, on_train
+        self.name, self.use_caching = name or scoring.__name__, use_caching
+
+    def on_epoch_begin(self, net, **kwargs):
+        self.y_trues_ = []
+        self.y_preds_ = []
+
+    def on_batch_end(self, net, X, y, y_pred, training, **kwargs):
+        if not self.use_caching or training != self.on_train:
+            return
+        if y is not None:
+            self.y_trues_.append(y)
+        self.y_preds_.append(y_pred)  # LEAK: every validation batch's predictions (and targets) are kept until the epoch ends
+
+    def on_epoch_end(self, net, **kwargs):
+        y_true, y_pred = torch.cat(self.y_trues_), torch.cat(self.y_preds_)
+        net.history[-1][self.name] = float(self.scoring(y_pred, y_true))
+        self.y_trues_, self.y_preds_ = [], []
+
+
+def _r292_micro_f1(y_pred, y_true):
+    pred = (y_pred > 0).float()
+    tp = (pred * y_true).sum()
+    return 2 * tp / (pred.sum() + y_true.sum()).clamp(min=1)
+
+
+class _r292_NeuralNetMultiLabel:
+    def __init__(self, module, criterion, callbacks, device):
+        self.module_, self.criterion_, self.callbacks_, self.device = module.to(device), criterion, callbacks, device
+        self.history = [{}]
+
+    def notify(self, method_name, **cb_kwargs):
+        for cb in self.callbacks_:
+            getattr(cb, method_name)(self, **cb_kwargs)
+
+    def validation_step(self, Xi, yi):
+        self.module_.eval()
+        with torch.no_grad():
+            y_pred = self.module_(Xi)
+            loss = self.criterion_(y_pred, yi)
+        return {"loss": loss, "y_pred": y_pred}
+
+
+def skorch_epoch_scoring_keeps_valid_preds(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    n_features, n_targets, batch_size = 64, 2048, 32
+    module = nn.Sequential(nn.Linear(n_features, 256), nn.ReLU(), nn.Linear(256, n_targets))
+    f1 = _r292_EpochScoring(_r292_micro_f1, lower_is_better=False, name="valid_f1")
+    net = _r292_NeuralNetMultiLabel(module, nn.BCEWithLogitsLoss(), [f1], device)
+    net.notify("on_epoch_begin")  # a validation epoch over a large multi-label set: far longer than the measured steps
+
+    def step():
+        Xi = torch.randn(batch_size, n_features, generator=gen).to(device)
+        yi = (torch.rand(batch_size, n_targets, generator=gen) < 0.01).float().to(device)
+        step_out = net.validation_step(Xi, yi)
+        net.notify("on_batch_end", X=Xi, y=yi, y_pred=step_out["y_pred"], training=False)
+        return {"valid_loss": step_out["loss"].item(), "cached_batches": len(f1.y_preds_)}
+
+    return step
+
+
+# https://github.com/kazuto1011/grad-cam-pytorch/issues/36 ("Memory leak in grad-cam implementation", closed)
+# Seen: "When I run the code on GPU over a large batch, it does not purge the batch even after backward pass and
+# GPU memory keeps piling up [...] I often end up getting CUDA: out of memory error"; a second user saw the same on
+# the CPU.
+# Fix: the reporter "fixed it by deleting the base wrapper after every batch" (reported working by him, no code
+# posted, nothing merged); the wrapper's own way to let go is `remove_hook()`, which removes the forward/backward
+# hooks it registered (its handles are kept in `self.handlers`), so the old wrapper can be freed.
+# Here a saliency job builds a `GradCAM(model, candidate_layers=[...])` for every image, as the repo's demo does per
+# run, runs forward, backward(retain_graph=True) and generate(), and never calls remove_hook(): each wrapper's hooks
+# stay on the model's layers, their closures keep the wrapper alive, and with it `self.logits` and the graph that
+# backward retained (the image's saved activations), one more per image; every later image also runs all old hooks.
+class _r292_BaseWrapper:
+    def __init__(self, model):
+        super().__init__()
+        self.device = next(model.parameters()).device
+        self.model = model
+        self.handlers = []  # a set of hook function handlers
+
+    def _encode_one_hot(self, idx):
+        one_hot = torch.zeros((1, self.logits.size()[-1])).float()
+        one_hot[0][idx] = 1.0
+        return one_hot.to(self.device)
+
+    def forward(self, image):
+        self.model.zero_grad()
+        self.logits = self.model(image)
+        self.probs = nn.functional.softmax(self.logits, dim=1)[0]
+        return self.probs.sort(0, True)
+
+    def backward(self, idx):
+        one_hot = self._encode_one_hot(idx)
+        self.logits.backward(gradient=one_hot, retain_graph=True)
+
+    def remove_hook(self):
+        for handle in self.handlers:
+            handle.remove()
+
+
+class _r292_GradCAM(_r292_BaseWrapper):
+    def __init__(self, model, candidate_layers=()):
+        super().__init__(model)
+        self.fmap_pool = collections.OrderedDict()
+        self.grad_pool = collections.OrderedDict()
+        self.candidate_layers = candidate_layers
+
+        def forward_hook(module, input, output):
+            self.fmap_pool[id(module)] = output.detach()
+
+        def backward_hook(module, grad_in, grad_out):
+            self.grad_pool[id(module)] = grad_out[0].detach()
+
+        for name, module in self.model.named_modules():
+            if len(self.candidate_layers) == 0 or name in self.candidate_layers:
+                self.handlers.append(module.register_forward_hook(forward_hook))  # LEAK: one more hook per wrapper; nobody calls remove_hook()
+                self.handlers.append(module.register_full_backward_hook(backward_hook))  # the repo: register_backward_hook
+
+    def _find(self, pool, target_layer):
+        for key, value in pool.items():
+            for name, module in self.model.named_modules():
+                if id(module) == key and name == target_layer:
+                    return value
+        raise ValueError(f"Invalid layer name: {target_layer}")
+
+    def generate(self, target_layer):
+        fmaps = self._find(self.fmap_pool, target_layer)
+        grads = self._find(self.grad_pool, target_layer)
+        weights = nn.functional.adaptive_avg_pool2d(grads / (grads.pow(2).mean().sqrt() + 1e-5), 1)
+        gcam = torch.clamp((fmaps[0] * weights[0]).sum(dim=0), min=0.0)
+        gcam -= gcam.min()
+        gcam /= gcam.max().clamp(min=1e-12)
+        return gcam
+
+
+def gradcam_wrapper_per_image_hooks_stay(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
+    ).to(device).eval()
+    target_layer = "6"  # the last convolution
+
+    def step():
+        image = torch.rand(1, 3, 48, 48, generator=gen).to(device)
+        gcam = _r292_GradCAM(model=model, candidate_layers=[target_layer])
+        probs, ids = gcam.forward(image)
+        gcam.backward(idx=ids[0].item())
+        region = gcam.generate(target_layer=target_layer)
+        return {"top_prob": probs[0].item(), "cam_mean": region.mean().item(),
+                "hooks_on_layer": len(model[6]._forward_hooks)}
+
+    return step
+
+
+# https://github.com/huggingface/datasets/issues/7373 ("Excessive RAM Usage After Dataset Concatenation
+# concatenate_datasets", open)
+# Seen: after `DatasetDict.load_from_disk("data")` and `concatenate_datasets([dataset[split] for split in dataset])`,
+# "the RAM usage progressively increases until the kernel terminates the process" during SentenceTransformer
+# training; a second user measured RSS growing linearly with the number of memory-mapped chunks loaded
+# ("N=5 => RAM usage increase: 26302.91 MB").
+# Fix: huggingface/datasets#7489 ("fix: loading of datasets from Disk(#7373)", open, not merged) closes the memory
+# maps and IPC streams that loading leaves open; its author checked it with memray, the second user's test of it is
+# not reported in the thread. `keep_in_memory=True` (read the tables into RAM up front) is the other way out.
+# Here a datasets-style load_from_disk memory-maps each split's arrow file (the mapping and its stream are never
+# closed), the splits are concatenated, and each step trains a small bi-encoder on the next batch of (anchor,
+# positive) pairs (shuffled when saved, read in order) with an in-batch-negatives loss; every row read pages the file
+# in and the open mappings keep those pages resident, so file-backed memory climbs by one batch of rows per step
+# until the whole 32 MiB dataset is in. (The thread does not pin the mechanism down; this is the one such mapped
+# tables give.)
+class _r292_MemoryMappedTable:
+    HEADER = 16
+
+    def __init__(self, table, path, stream, mm):
+        self.table, self.path = table, path
+        self._stream, self._mm = stream, mm
+
+    @classmethod
+    def from_file(cls, filename):
+        stream = open(filename, "rb")  # pa.memory_map(filename)
+        mm = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_COPY)  # private, so tensors may view it without a copy
+        num_rows, row_len = struct.unpack("<qq", mm[:cls.HEADER])
+        table = torch.frombuffer(mm, dtype=torch.int32, offset=cls.HEADER, count=num_rows * row_len).view(num_rows, row_len)
+        return cls(table, filename, stream, mm)  # LEAK: the mapping (and its stream) stays open for the process, every page read stays resident
+
+    @property
+    def num_rows(self):
+        return self.table.shape[0]
+
+
+class _r292_Dataset:
+    def __init__(self, tables, seq_len):
+        self._tables, self.seq_len = tables, seq_len
+        self._offsets = list(itertools.accumulate([0] + [t.num_rows for t in tables]))
+
+    @classmethod
+    def load_from_disk(cls, dataset_path, seq_len):
+        return cls([_r292_MemoryMappedTable.from_file(os.path.join(dataset_path, "data-00000-of-00001.arrow"))], seq_len)
+
+    def __len__(self):
+        return self._offsets[-1]
+
+    def __getitems__(self, keys):
+        rows = []
+        for k in keys:
+            t = bisect.bisect_right(self._offsets, k) - 1
+            rows.append(self._tables[t].table[k - self._offsets[t]].clone())
+        batch = torch.stack(rows)
+        return {"anchor": batch[:, :self.seq_len], "positive": batch[:, self.seq_len:]}
+
+
+class _r292_DatasetDict(dict):
+    @classmethod
+    def load_from_disk(cls, dataset_dict_path, seq_len):
+        with open(os.path.join(dataset_dict_path, "dataset_dict.json")) as f:
+            splits = json.load(f)["splits"]
+        return cls({s: _r292_Dataset.load_from_disk(os.path.join(dataset_dict_path, s), seq_len) for s in splits})
+
+
+def _r292_concatenate_datasets(dsets):
+    return _r292_Dataset([t for d in dsets for t in d._tables], dsets[0].seq_len)
+
+
+def _r292_save_to_disk(root, splits, rows_per_split, seq_len, vocab, gen):
+    os.makedirs(root)
+    with open(os.path.join(root, "dataset_dict.json"), "w") as f:
+        json.dump({"splits": splits}, f)
+    for s in splits:
+        os.makedirs(os.path.join(root, s))
+        ids = torch.randint(1, vocab, (rows_per_split, 2 * seq_len), generator=gen, dtype=torch.int32)
+        path = os.path.join(root, s, "data-00000-of-00001.arrow")
+        with open(path, "wb") as f:
+            f.write(struct.pack("<qq", rows_per_split, 2 * seq_len))
+            f.truncate(_r292_MemoryMappedTable.HEADER + ids.numel() * 4)
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as out:
+            view = torch.frombuffer(out, dtype=torch.int32, offset=_r292_MemoryMappedTable.HEADER)
+            view.copy_(ids.view(-1))
+            del view
+            out.flush()
+
+
+class _r292_SentenceTransformer(nn.Module):
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.embeddings = nn.EmbeddingBag(vocab, dim, mode="mean")
+        self.dense = nn.Linear(dim, dim)
+
+    def forward(self, input_ids):
+        return nn.functional.normalize(self.dense(self.embeddings(input_ids)), dim=-1)
+
+
+def hf_datasets_mmapped_splits_stay_resident(device):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    vocab, seq_len, dim, batch_size = 4096, 512, 32, 32  # one (anchor, positive) row is one 4 KiB page
+    tmp = tempfile.TemporaryDirectory(prefix="r292_hfds_")
+    data_dir = os.path.join(tmp.name, "data")
+    _r292_save_to_disk(data_dir, ["train", "validation"], 4096, seq_len, vocab, gen)  # 2 x 16 MiB of arrow data
+    dataset = _r292_DatasetDict.load_from_disk(data_dir, seq_len)
+    combined_dataset = _r292_concatenate_datasets([dataset[split] for split in dataset])
+    model = _r292_SentenceTransformer(vocab, dim).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sampler = list(range(len(combined_dataset)))  # the pairs were shuffled when the dataset was built; the epoch reads them in order
+    pos = 0
+
+    def step():
+        nonlocal pos
+        keys = sampler[pos:pos + batch_size]
+        pos = (pos + batch_size) % len(sampler)
+        batch = combined_dataset.__getitems__(keys)
+        a, p = model(batch["anchor"].to(device)), model(batch["positive"].to(device))
+        scores = a @ p.T * 20.0  # MultipleNegativesRankingLoss: in-batch negatives
+        loss = nn.functional.cross_entropy(scores, torch.arange(len(keys), device=scores.device))
+        _update(opt, loss)
+        return {"loss": loss.item()}
+
+    step._tmp = tmp  # the step owns the dataset directory; it is removed with the step
+    return step
+
+
+# https://github.com/minerllabs/minerl/issues/349 ("`batch_iter` does not clean up processes after the iteration ends.", closed)
+# Seen: after iterating `data.batch_iter(...)` "Done! Should Exiting" is printed but the script does not exit: the
+# loader's worker processes are still alive; the follow-up minerllabs/minerl#356 ("batch_iter memory leak") adds that
+# "breaking in the middle of a full-epoch batch_iter" leaves "the workers [...] not cleaned up properly", so every new
+# batch_iter adds a pool of loader processes that never exit and memory climbs.
+# Fix: minerllabs/minerl#495 ("Batch Iter Cleanup", merged) makes the loader's processes daemons so they end with the
+# program; the maintainers' advice in #356 is to run the pipeline without worker processes (workers=0) or to let
+# each epoch's iterator finish (its shutdown() is only reached at the end of the generator). Not measured there.
+# Here a MineRL-style DataPipeline streams trajectories through an OrderedJobStreamer (a daemon thread that feeds a
+# ProcessPoolExecutor, forked as on Linux then); each step is one short behavioural-cloning round that takes a few
+# minibatches from a fresh batch_iter and breaks out, so the generator never reaches shutdown() and its two loader
+# processes (and the streamer thread, waiting on a full queue) stay alive.
+def _r292_load_trajectory(arg):
+    """The loader job (DataPipeline._load_data_pyfunc in MineRL): one recorded trajectory, decoded in a worker."""
+    seed, length = arg
+    g = torch.Generator().manual_seed(seed)
+    # MineRL's worker returned numpy arrays decoded from the recording's npz and mp4; plain lists stand in for them
+    return {
+        "obs": {"pov": torch.rand(length, 3, 8, 8, generator=g).tolist()},
+        "act": {"vector": (torch.rand(length, 4, generator=g) * 2 - 1).tolist()},
+        "reward": torch.rand(length, generator=g).tolist(),
+    }
+
+
+class _r292_OrderedJobStreamer(threading.Thread):
+    def __init__(self, job, job_args, output_queue, max_workers=None):
+        super().__init__(target=self._ordered_job_streamer, daemon=True)
+        self.job, self.job_args, self.output_queue = job, job_args, output_queue
+        self.max_workers = max_workers
+        self._should_exit = False
+
+    def _ordered_job_streamer(self):
+        ex = concurrent.futures.ProcessPoolExecutor(
+            self.max_workers, mp_context=multiprocessing.get_context("fork"))
+        try:
+            results = queue.Queue()
+            for arg in self.job_args:
+                results.put(ex.submit(self.job, arg))
+            while not results.empty() and not self._should_exit:
+                res = results.get().result()
+                while not self._should_exit:
+                    try:
+                        self.output_queue.put(res, block=True, timeout=1)
+                        break
+                    except queue.Full:
+                        pass
+        finally:
+            ex.shutdown(wait=False)
+
+    def shutdown(self):
+        self._should_exit = True
+
+
+class _r292_DataPipeline:
+    def __init__(self, num_recordings=4, length=16):
+        self.recordings = [(1000 + i, length) for i in range(num_recordings)]
+        self.epoch = 0
+
+    def batch_iter(self, batch_size, seq_len, num_epochs=1, preload_buffer_size=2):
+        for _ in range(num_epochs):
+            trajectory_queue = queue.Queue(maxsize=preload_buffer_size)
+            jobs = list(self.recordings)
+            random.Random(self.epoch).shuffle(jobs)
+            self.epoch += 1
+            trajectory_loader = _r292_OrderedJobStreamer(
+                _r292_load_trajectory, jobs, trajectory_queue, max_workers=preload_buffer_size)
+            trajectory_loader.start()
+            for _ in range(len(jobs) // batch_size):
+                trajs = [trajectory_queue.get() for _ in range(batch_size)]
+                trajs = [{"obs": {"pov": torch.tensor(tr["obs"]["pov"])}, "act": {"vector": torch.tensor(tr["act"]["vector"])},
+                          "reward": torch.tensor(tr["reward"])} for tr in trajs]
+                for t in range(0, trajs[0]["reward"].shape[0] - seq_len + 1, seq_len):
+                    yield [
+                        torch.stack([tr["obs"]["pov"][t:t + seq_len] for tr in trajs]),
+                        torch.stack([tr["act"]["vector"][t:t + seq_len] for tr in trajs]),
+                        torch.stack([tr["reward"][t:t + seq_len] for tr in trajs]),
+                    ]
+            trajectory_loader.shutdown()  # only reached when the consumer exhausts the generator
+
+
+def minerl_batch_iter_abandoned_each_round(device):
+    torch.manual_seed(0)
+    data = _r292_DataPipeline()
+    policy = nn.Sequential(nn.Flatten(2), nn.Linear(3 * 8 * 8, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    updates_per_round = 2
+
+    def step():
+        losses = []
+        for i, (pov, act, _reward) in enumerate(data.batch_iter(batch_size=2, seq_len=8, num_epochs=1, preload_buffer_size=1)):
+            pred = policy(pov.to(device))
+            loss = nn.functional.mse_loss(pred, act.to(device))
+            _update(opt, loss)
+            losses.append(loss.item())
+            if i + 1 == updates_per_round:
+                break  # LEAK: the abandoned generator never calls trajectory_loader.shutdown(); its loader processes stay alive
+        return {"bc_loss": sum(losses) / len(losses)}
+
+    return step
+
+
+# Round 29, h3.
+# Imports this fragment needs: none beyond fresh_steps.py's (uses itertools, math, torch, nn).
+
+
+# https://github.com/skorch-dev/skorch/issues/306 ("ProgressBar (maybe) prevents garbage collection", closed;
+# fixed by https://github.com/skorch-dev/skorch/pull/312, "Rewrite History to not use any recursion", merged,
+# after the first attempt skorch-dev/skorch#310 "Removes _missingno and refactors error handing in history")
+# Seen: memory climbed during fit as soon as a callback looked up a history key that the current batch did not
+# have; the reporters narrowed it to "accessing a non-existent key in history": a callback doing
+# `try: net.history[-1, 'batches', -1, 'foobar'] except Exception: pass` in on_batch_end made memory leak.
+# Fix (merged, #312, verified by the reporter on #310): History.__getitem__ no longer wraps the KeyError in a
+# `_missingno` placeholder that it re-raises (`raise x.e`); #310's note: "removes the need to keep the
+# exception in memory". The re-raised KeyError's traceback holds __getitem__'s frame, whose local `x` is the
+# placeholder that holds the exception: exception -> traceback -> frame -> placeholder -> exception, a cycle,
+# and the traceback also holds the catching callback's frame with the batch it was given.
+# Here a skorch-shaped NeuralNet trains one batch per step, records train_loss in a History of the old
+# (pre-#312) design, and calls on_batch_end(net, X=, y=, training=, loss=, y_pred=) on a callback that asks the
+# history for the batch's 'valid_loss' (absent while training) and ignores the KeyError, as in the report.
+# Every step leaves one such cycle holding that batch's inputs, targets, predictions and loss with its graph;
+# only the garbage collector frees them.
+class _r293_missingno:
+    def __init__(self, e):
+        self.e = e
+
+    def __repr__(self):
+        return "missingno"
+
+
+def _r293_incomplete_mapper(x):
+    for xs in x:
+        if type(xs) is _r293_missingno:
+            return xs
+    return x
+
+
+def _r293_partial_index(items, idx):
+    needs_unrolling = isinstance(items, list) and len(items) > 0 and isinstance(items[0], list)
+    types = int, tuple, list, slice
+    needs_indirection = isinstance(items, list) and not isinstance(idx, types)
+    if needs_unrolling or needs_indirection:
+        return [_r293_partial_index(n, idx) for n in items]
+    if isinstance(idx, (tuple, list)):
+        zz = [_r293_partial_index(items, n) for n in idx]
+        if isinstance(items, list):
+            return list(map(_r293_incomplete_mapper, zip(*zz, strict=False)))
+        return _r293_incomplete_mapper(tuple(zz))
+    try:
+        return items[idx]
+    except KeyError as e:
+        return _r293_missingno(e)
+
+
+def _r293_filter_missing(x):
+    if isinstance(x, list):
+        children = [_r293_filter_missing(n) for n in x]
+        filtered = [c for c in children if type(c) is not _r293_missingno]
+        if children and not filtered:
+            return next(c for c in children if type(c) is _r293_missingno)
+        return filtered
+    return x
+
+
+class _r293_History(list):
+    """skorch's History before #312: a list of epoch dicts, each with a list of batch dicts."""
+
+    def new_epoch(self):
+        self.append({"batches": []})
+
+    def new_batch(self):
+        self[-1]["batches"].append({})
+
+    def record(self, attr, value):
+        self[-1][attr] = value
+
+    def record_batch(self, attr, value):
+        self[-1]["batches"][-1][attr] = value
+
+    def __getitem__(self, i):
+        if isinstance(i, (int, slice)):
+            return super().__getitem__(i)
+        x = self
+        for part in i:
+            x_dirty = _r293_partial_index(x, part)
+            x = _r293_filter_missing(x_dirty)
+            if type(x) is _r293_missingno:
+                raise x.e  # LEAK: this frame's `x` holds the exception whose traceback holds this frame: a cycle per miss
+        return x
+
+
+class _r293_BatchScoreLogger:
+    """The reporter's callback: read the current batch's entries, skipping those not recorded."""
+
+    keys = ("train_loss", "valid_loss")
+
+    def on_batch_end(self, net, X=None, y=None, training=None, loss=None, y_pred=None):
+        postfix = {}
+        for key in self.keys:
+            try:
+                postfix[key] = net.history[-1, "batches", -1, key]
+            except KeyError:
+                pass  # 'valid_loss' is never there during training
+        return postfix
+
+
+class _r293_NeuralNetClassifier:
+    def __init__(self, module, lr, callbacks, device):
+        self.module_ = module.to(device)
+        self.optimizer_ = torch.optim.SGD(self.module_.parameters(), lr=lr, momentum=0.9)
+        self.callbacks_ = callbacks
+        self.history = _r293_History()
+        self.device = device
+
+    def notify(self, method_name, **cb_kwargs):
+        for cb in self.callbacks_:
+            getattr(cb, method_name)(self, **cb_kwargs)
+
+    def train_step(self, Xi, yi):
+        self.module_.train()
+        self.optimizer_.zero_grad()
+        y_pred = self.module_(Xi)
+        loss = nn.functional.cross_entropy(y_pred, yi)
+        loss.backward()
+        self.optimizer_.step()
+        return loss, y_pred
+
+
+def skorch_history_missing_key_cycle(device):
+    gen = torch.Generator().manual_seed(2930)
+    X = torch.randn(4096, 64, generator=gen)
+    y = torch.randint(0, 10, (4096,), generator=gen)
+    module = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    net = _r293_NeuralNetClassifier(module, lr=0.01, callbacks=[_r293_BatchScoreLogger()], device=device)
+    net.history.new_epoch()
+    batch_size, batches = 128, itertools.count()
+
+    def step():  # one training batch of NeuralNet.fit_loop
+        start = (next(batches) * batch_size) % len(X)
+        Xi = X[start:start + batch_size].clone().to(device)  # a collated batch: fresh tensors
+        yi = y[start:start + batch_size].clone().to(device)
+        net.history.new_batch()
+        loss, y_pred = net.train_step(Xi, yi)
+        net.history.record_batch("train_loss", loss.item())
+        net.history.record_batch("batch_size", len(Xi))
+        net.notify("on_batch_end", X=Xi, y=yi, training=True, loss=loss, y_pred=y_pred)
+        return {"train_loss": net.history[-1, "batches", -1, "train_loss"]}
+
+    return step
+
+
+# https://github.com/boschresearch/Continuous-Recurrent-Units/pull/4 ("Avoid high memory usage from past
+# computations", closed)
+# Seen: "Computation graph of losses are held in memory because of not using `.item()`. This eventually leads
+# to high memory usage and hanging the system."
+# Fix (the PR, closed unmerged; not measured in the thread): keep numbers, `.item()` of each loss, in the
+# epoch's running sums once the loss has been backpropagated.
+# Here a CRU-shaped model (encoder -> a continuous-time recurrent layer with a Kalman-style update ->
+# decoder with a mean and a variance) runs one batch of CRU.train_epoch on the interpolation task per step:
+# the Gaussian NLL is backpropagated, and, as in lib/CRU.py, `epoch_ll += loss`, `epoch_imput_ll += imput_loss`
+# and `epoch_imput_mse += imput_mse` sum the tensors. imput_loss and imput_mse (the metrics on imputed points)
+# are never backpropagated, so every batch's graph for them, with the outputs and masks it saved, stays
+# chained to the running sums for the whole epoch (an epoch here is the 4096 sequences, 128 batches).
+class _r293_CRULayer(nn.Module):
+    def __init__(self, lod):
+        super().__init__()
+        self.transition = nn.Linear(lod, lod)
+        self.log_decay = nn.Parameter(torch.zeros(lod))
+
+    def forward(self, y, y_var, initial_mean, obs_valid, time_points):
+        mean = initial_mean.expand(y.shape[0], -1)
+        cov = torch.ones_like(mean)
+        post_means, post_covs = [], []
+        for t in range(y.shape[1]):
+            dt = time_points[:, t:t + 1] - (time_points[:, t - 1:t] if t > 0 else 0.0)
+            decay = torch.exp(-nn.functional.softplus(self.log_decay) * dt)
+            prior_mean = decay * torch.tanh(self.transition(mean))
+            prior_cov = decay ** 2 * cov + dt
+            gain = prior_cov / (prior_cov + y_var[:, t])
+            gain = gain * obs_valid[:, t:t + 1]
+            mean = prior_mean + gain * (y[:, t] - prior_mean)
+            cov = (1 - gain) * prior_cov
+            post_means.append(mean)
+            post_covs.append(cov)
+        return torch.stack(post_means, 1), torch.stack(post_covs, 1)
+
+
+class _r293_CRU(nn.Module):
+    def __init__(self, target_dim, lod):
+        super().__init__()
+        self._enc = nn.Linear(target_dim, 2 * lod)
+        self._cru_layer = _r293_CRULayer(lod)
+        self._dec_mean = nn.Linear(lod, target_dim)
+        self._dec_var = nn.Linear(lod, target_dim)
+        self._initial_mean = nn.Parameter(torch.zeros(1, lod))
+
+    def forward(self, obs_batch, time_points, obs_valid):
+        y, y_var = self._enc(obs_batch).chunk(2, dim=-1)
+        post_mean, post_cov = self._cru_layer(y, nn.functional.softplus(y_var) + 1e-4, self._initial_mean,
+                                              obs_valid, time_points)
+        return self._dec_mean(post_mean), nn.functional.softplus(self._dec_var(post_mean + post_cov)) + 1e-4
+
+    def interpolation(self, data, track_gradient=True):
+        obs, truth, obs_valid, obs_times, mask_truth = data
+        with torch.set_grad_enabled(track_gradient):
+            output_mean, output_var = self.forward(obs, obs_times, obs_valid)
+            loss = _r293_gaussian_nll(truth, output_mean, output_var, mask_truth)
+            mask_imput = (1.0 - obs_valid[..., None]) * mask_truth  # metric on imputed points only
+            imput_loss = _r293_gaussian_nll(truth, output_mean, output_var, mask_imput)
+            imput_mse = (((truth - output_mean) ** 2) * mask_imput).sum() / mask_imput.sum().clamp(min=1)
+        return loss, output_mean, output_var, imput_loss, imput_mse
+
+
+def _r293_gaussian_nll(targets, pred_mean, pred_variance, mask):
+    element_wise = 0.5 * (math.log(2 * math.pi) + torch.log(pred_variance)
+                          + (targets - pred_mean) ** 2 / pred_variance)
+    return (element_wise * mask).sum() / mask.sum().clamp(min=1)
+
+
+def cru_epoch_metrics_keep_graph(device):
+    gen = torch.Generator().manual_seed(2931)
+    n_seq, seq_len, dim, batch_size = 4096, 24, 8, 32
+    times = torch.cumsum(torch.rand(n_seq, seq_len, generator=gen) + 0.1, dim=1)
+    truth = torch.sin(times[..., None] * torch.linspace(0.5, 2.0, dim)) + 0.05 * torch.randn(n_seq, seq_len, dim, generator=gen)
+    obs_valid = (torch.rand(n_seq, seq_len, generator=gen) > 0.5).float()
+    model = _r293_CRU(dim, lod=16).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    epoch = {"ll": 0, "imput_ll": 0, "imput_mse": 0, "i": 0}
+
+    def step():  # one batch of CRU.train_epoch (task 'interpolation')
+        i = epoch["i"]
+        if i * batch_size >= n_seq:  # a new epoch: train_epoch's sums start again
+            epoch.update(ll=0, imput_ll=0, imput_mse=0, i=0)
+            i = 0
+        sl = slice(i * batch_size, (i + 1) * batch_size)
+        data = [t.to(device) for t in (truth[sl] * obs_valid[sl, :, None], truth[sl], obs_valid[sl], times[sl],
+                                       torch.ones_like(truth[sl]))]
+        loss, output_mean, output_var, imput_loss, imput_mse = model.interpolation(data)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1)
+        optimizer.step()
+        epoch["ll"] += loss
+        epoch["imput_ll"] += imput_loss  # LEAK: never backpropagated: its graph (outputs, masks) stays for the epoch
+        epoch["imput_mse"] += imput_mse  # LEAK: the same for the imputed-points MSE
+        epoch["i"] = i + 1
+        return {"train_ll": (epoch["ll"] / (i + 1)).item(), "imput_mse": (epoch["imput_mse"] / (i + 1)).item()}
+
+    return step
+
+
+# Round 29, h4.
+# Imports this fragment needs: none beyond fresh_steps.py's (contextlib, ctypes, mmap, threading, weakref, torch, nn).
+
+
+# https://github.com/fzyzcjy/torch_memory_saver/pull/45 ("release `cpu_backup` to avoid memory leak on cpu", merged)
+# Seen: found by reading the code, not by a run (the author: "Just for study. I am interested in memory allocators"):
+# a tensor allocated in `region(..., enable_cpu_backup=True)` gets, at its first `pause`, a pinned host backup
+# (`cudaMallocHost(&metadata.cpu_backup, metadata.size)` in csrc/core.cpp), and `TorchMemorySaver::free` erases the
+# allocation's metadata, the only pointer to that backup, without releasing it: a "memory leak on cpu".
+# Fix (merged 2025-08-12, the maintainer: "Great catch!"; nothing measured in the PR): free() calls
+# `cudaFreeHost(metadata.cpu_backup)` and sets it to nullptr when a backup exists, before the metadata goes.
+# Here the saver in miniature: `_r294_TorchMemorySaver` hands out tensors inside a tagged region and keeps an
+# `allocation_metadata_` dict keyed by data pointer (size, tag, state, enable_cpu_backup, cpu_backup); pause copies
+# each allocation of the tag into a host buffer of fresh anonymous pages (mmap through libc, standing in for
+# cudaMallocHost's pinned pages) and zeroes the tensor, resume copies it back, and a weakref finalizer on the tensor
+# calls free(), which drops the metadata but not the backup. A rollout engine's step builds this step's KV buffer in
+# the "kv_cache" region with CPU backup, attends over it, is paused for the trainer and resumed; the previous step's
+# buffer is freed then, and its 128 KiB backup stays mapped with nothing pointing at it.
+# ENTRY None: the catalog's allocator entries are the CUDA caching allocator's fragments (fixed by repeating sizes
+# or expandable_segments), glibc arenas (fixed by M_MMAP_THRESHOLD) and pinned memory counted as GPU memory (not a
+# leak); here a custom allocator loses a raw host pointer when an allocation is freed, and the fix is the missing
+# release of the backup in its free(), which no entry has (nor any other family's entry: nothing Python-side holds it).
+_r294_LIBC = ctypes.CDLL(None)
+_r294_LIBC.mmap.restype = ctypes.c_void_p
+_r294_LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+
+
+def _r294_malloc_host(size):
+    """Stands in for cudaMallocHost: fresh page-locked pages of the driver's (anonymous pages here)."""
+    return _r294_LIBC.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+
+
+class _r294_AllocationMetadata:
+    __slots__ = ("size", "tag", "state", "enable_cpu_backup", "cpu_backup", "tensor_ref")
+
+    def __init__(self, size, tag, enable_cpu_backup, tensor_ref):
+        self.size = size
+        self.tag = tag
+        self.state = "ACTIVE"
+        self.enable_cpu_backup = enable_cpu_backup
+        self.cpu_backup = None  # a raw host pointer once paused (cudaMallocHost in the real one)
+        self.tensor_ref = tensor_ref
+
+
+class _r294_TorchMemorySaver:
+    """torch_memory_saver's TorchMemorySaver (csrc/core.cpp) before the PR, with torch tensors for the VMM maps."""
+
+    def __init__(self):
+        self.allocation_metadata_ = {}
+        self.allocator_metadata_mutex_ = threading.Lock()
+        self._tag = None
+        self._enable_cpu_backup = False
+
+    @contextlib.contextmanager
+    def region(self, tag="default", enable_cpu_backup=False):
+        self._tag, self._enable_cpu_backup = tag, enable_cpu_backup
+        try:
+            yield
+        finally:
+            self._tag, self._enable_cpu_backup = None, False
+
+    def malloc(self, shape, dtype, device):
+        t = torch.zeros(shape, dtype=dtype, device=device)
+        ptr = t.data_ptr()
+        size = t.numel() * t.element_size()
+        with self.allocator_metadata_mutex_:
+            self.allocation_metadata_[ptr] = _r294_AllocationMetadata(
+                size, self._tag, self._enable_cpu_backup, weakref.ref(t))
+        weakref.finalize(t, self.free, ptr)
+        return t
+
+    def free(self, ptr):
+        with self.allocator_metadata_mutex_:
+            metadata = self.allocation_metadata_.pop(ptr, None)
+        if metadata is None:
+            return
+        # cuMemUnmap / cuMemRelease / cuMemAddressFree: the tensor's own memory goes with the tensor here.
+        # LEAK: metadata.cpu_backup (the host copy made at pause) is never freed; the pointer dies with the metadata
+        # (the fix: if metadata.cpu_backup: cudaFreeHost(metadata.cpu_backup); metadata.cpu_backup = None)
+
+    def pause(self, tag):
+        with self.allocator_metadata_mutex_:
+            for metadata in self.allocation_metadata_.values():
+                if metadata.tag != tag or metadata.state != "ACTIVE":
+                    continue
+                t = metadata.tensor_ref()
+                if metadata.enable_cpu_backup:
+                    if metadata.cpu_backup is None:
+                        metadata.cpu_backup = _r294_malloc_host(metadata.size)
+                    src = t if t.device.type == "cpu" else t.cpu()
+                    ctypes.memmove(metadata.cpu_backup, src.data_ptr(), metadata.size)
+                t.zero_()  # cuMemUnmap + cuMemRelease: the device pages go away
+                metadata.state = "PAUSED"
+
+    def resume(self, tag):
+        with self.allocator_metadata_mutex_:
+            for metadata in self.allocation_metadata_.values():
+                if metadata.tag != tag or metadata.state != "PAUSED":
+                    continue
+                t = metadata.tensor_ref()
+                if metadata.enable_cpu_backup:
+                    host = torch.empty(t.shape, dtype=t.dtype)
+                    ctypes.memmove(host.data_ptr(), metadata.cpu_backup, metadata.size)
+                    t.copy_(host)
+                metadata.state = "ACTIVE"
+
+
+def memory_saver_cpu_backup_freed_allocation(device):
+    gen = torch.Generator().manual_seed(0)
+    torch_memory_saver = _r294_TorchMemorySaver()
+    dim, heads, ctx = 64, 4, 256
+    attn = nn.MultiheadAttention(dim, heads, batch_first=True).to(device)
+    engine = {"kv_cache": None}
+
+    def step():  # one rollout between two trainer updates (offload for training, then back)
+        with torch_memory_saver.region("kv_cache", enable_cpu_backup=True):
+            kv_cache = torch_memory_saver.malloc((2, ctx, dim), torch.float32, device)  # 128 KiB
+        prompt = torch.randn(1, ctx, dim, generator=gen).to(device)
+        with torch.no_grad():
+            kv_cache[0].copy_(prompt[0])
+            kv_cache[1].copy_(prompt[0] * 0.5)
+            q = torch.randn(1, 8, dim, generator=gen).to(device)
+            out, _ = attn(q, kv_cache[0:1], kv_cache[1:2])
+        torch_memory_saver.pause("kv_cache")  # the trainer runs here, the rollout engine's memory is offloaded
+        torch_memory_saver.resume("kv_cache")
+        engine["kv_cache"] = kv_cache  # the previous step's buffer is freed now
+        return {"out_mean": out.mean().item(), "allocations": len(torch_memory_saver.allocation_metadata_)}
+
+    return step
+
+
+# Round 29, h5.
+# Imports this fragment needs: none beyond fresh_steps.py's own (functools, torch, nn).
+
+
+# ---- round 29, part h5 (written blind to the rules)
+
+# https://github.com/Aleph-Alpha/intelligence-layer-sdk/pull/907 ("fix: lru_cache memory leak", merged)
+# Seen: "LRU cache on self methods are very much not recommended and can lead to significant memory
+# consumptions. Therefore, we need to replace them": AlephAlphaModel cached its tokenizer (and context size)
+# with functools.lru_cache on its own methods, so the cache's keys held every model object ever asked.
+# Fix (merged): module-level caches `_cached_tokenizer(client, name)` / `_cached_context_size(client, name)`
+# with lru_cache(maxsize=5 / 10), keyed on the hashable client and the model's name, not on the instance
+# (the method calls them: "needed for proper caching without memory leaks"). The pre-fix code is inferred
+# from the PR's description and the fixed file (I did not read the old revision): plain @lru_cache on methods.
+# Here a serving step builds an AlephAlphaModel wrapper per request (as the SDK's tasks do), tokenizes the
+# prompt with get_tokenizer() and scores it with a small LM; the method cache keys on `self`, so every
+# request's model object and the tokenizer tables it built stay alive (up to lru_cache's default 128 entries,
+# so the growth is per step for the first 128 requests, then it plateaus).
+# ENTRY None: the closest entry, lru_cache_matcher, also fills a default-size lru_cache with a new key per
+# call, but its key is tensors passed as arguments and its fix removes the cache; here the key is the
+# instance (`self`) and the fix keeps the cache but moves it to a module-level function keyed on stable values
+# (client, model name), which no entry does.
+class _r295_Client:
+    """A stand-in for the AlephAlphaClientProtocol client: models() and tokenizer(name)."""
+
+    VOCAB = 512
+
+    def models(self):
+        return [{"name": "luminous-base", "max_context_size": 64}]
+
+    def tokenizer(self, name):
+        gen = torch.Generator().manual_seed(len(name))
+        # a BPE table in miniature: merge ranks and piece ids as tensors (what a tokenizers.Tokenizer holds)
+        return {"ranks": torch.randperm(self.VOCAB * 64, generator=gen), "name": name}
+
+
+class _r295_AlephAlphaModel:
+    def __init__(self, name, client):
+        self.name = name
+        self._client = client
+
+    @functools.lru_cache  # noqa: B019  # LEAK: the cache's key is `self`, so every model object (and its tokenizer) stays
+    def get_tokenizer(self):
+        return self._client.tokenizer(self.name)
+
+    @functools.lru_cache  # noqa: B019
+    def context_size(self):
+        return next(m["max_context_size"] for m in self._client.models() if m["name"] == self.name)
+
+    def tokenize(self, text):
+        ranks = self.get_tokenizer()["ranks"]
+        ids = torch.tensor([zlib.crc32(w.encode()) % ranks.numel() for w in text.split()], dtype=torch.long)
+        return (ranks[ids] % _r295_Client.VOCAB)[: self.context_size()]
+
+
+def aleph_alpha_model_method_lru_cache(device):
+    client = _r295_Client()
+    lm = nn.Sequential(nn.Embedding(_r295_Client.VOCAB, 32), nn.Linear(32, _r295_Client.VOCAB)).to(device).eval()
+    prompts = ["the model answers the question about the text", "summarize the document in one line please"]
+    count = [0]
+
+    def step():  # one request: a model wrapper per request, tokenize, score the prompt's log-likelihood
+        model = _r295_AlephAlphaModel("luminous-base", client)
+        ids = model.tokenize(prompts[count[0] % len(prompts)]).to(device)
+        count[0] += 1
+        with torch.no_grad():
+            logp = torch.log_softmax(lm(ids[:-1]), dim=-1).gather(1, ids[1:, None]).mean()
+        return {"loglik": float(logp), "tokens": int(ids.numel())}
+
+    return step
+
+
 RESOURCE = {
     "metric_state_never_reset": "cpu_tensors",
     "lstm_memories_keep_graph": "cpu_tensors",
@@ -40825,6 +41800,15 @@ RESOURCE = {
     "falcon_checkpoints_keep_rank_portion_mapped": "mapped_files",
     "nncf_get_const_data_scale_chain_per_batch": "cpu_tensors",
     "tfrecords_left_open_by_validate_on_batch": "open_fds",
+    "go1_play_policy_outside_no_grad": "cpu_tensors",
+    "skorch_epoch_scoring_keeps_valid_preds": "cpu_tensors",
+    "gradcam_wrapper_per_image_hooks_stay": "cpu_tensors",
+    "hf_datasets_mmapped_splits_stay_resident": "mapped_file_bytes",
+    "minerl_batch_iter_abandoned_each_round": "children",
+    "skorch_history_missing_key_cycle": "cpu_tensors",
+    "cru_epoch_metrics_keep_graph": "cpu_tensors",
+    "memory_saver_cpu_backup_freed_allocation": "host_heap",
+    "aleph_alpha_model_method_lru_cache": "cpu_tensors",
 }
 
 
@@ -41681,6 +42665,15 @@ ENTRY = {
     "falcon_checkpoints_keep_rank_portion_mapped": "mmap_checkpoints_kept",
     "nncf_get_const_data_scale_chain_per_batch": "undetached_ema",
     "tfrecords_left_open_by_validate_on_batch": "files_opened_in_getitem",
+    "go1_play_policy_outside_no_grad": "undetached_ema",
+    "skorch_epoch_scoring_keeps_valid_preds": "feature_list",
+    "gradcam_wrapper_per_image_hooks_stay": "hook_registered_every_forward",
+    "hf_datasets_mmapped_splits_stay_resident": "mmap_checkpoints_kept",
+    "minerl_batch_iter_abandoned_each_round": None,
+    "skorch_history_missing_key_cycle": "cyclic_garbage",
+    "cru_epoch_metrics_keep_graph": "loss_accumulation",
+    "memory_saver_cpu_backup_freed_allocation": None,
+    "aleph_alpha_model_method_lru_cache": None,
 }
 
 # Round 3, written blind to the family rules after round 2 was measured; its answers committed first.
@@ -42289,6 +43282,17 @@ ROUND_28 = (
     "nncf_get_const_data_scale_chain_per_batch",
     "tfrecords_left_open_by_validate_on_batch",
 )
+ROUND_29 = (
+    "go1_play_policy_outside_no_grad",
+    "skorch_epoch_scoring_keeps_valid_preds",
+    "gradcam_wrapper_per_image_hooks_stay",
+    "hf_datasets_mmapped_splits_stay_resident",
+    "minerl_batch_iter_abandoned_each_round",
+    "skorch_history_missing_key_cycle",
+    "cru_epoch_metrics_keep_graph",
+    "memory_saver_cpu_backup_freed_allocation",
+    "aleph_alpha_model_method_lru_cache",
+)
 ROUND_25 = (
     "embed_labels_keep_worker_fds",
     "rwkv_rnn_mode_state_keeps_graph",
@@ -42320,5 +43324,5 @@ ROUND = {name: 2 if name in (
     "rotary_cache_per_length", "event_loop_per_call", "loss_totals_keep_graph", "video_reader_process_per_clip",
     "trace_per_candidate", "cam_per_image_hooks", "executor_per_request", "shard_view_keeps_mapping",
     "worker_image_cache", "predictions_concat_on_device", "session_cache_per_version", "finalizer_bound_method",
-) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 23 if name in ROUND_23 else 24 if name in ROUND_24 else 25 if name in ROUND_25 else 26 if name in ROUND_26 else 27 if name in ROUND_27 else 28 if name in ROUND_28 else 1
+) else 3 if name in ROUND_3 else 4 if name in ROUND_4 else 5 if name in ROUND_5 else 6 if name in ROUND_6 else 7 if name in ROUND_7 else 8 if name in ROUND_8 else 9 if name in ROUND_9 else 10 if name in ROUND_10 else 11 if name in ROUND_11 else 12 if name in ROUND_12 else 13 if name in ROUND_13 else 14 if name in ROUND_14 else 15 if name in ROUND_15 else 16 if name in ROUND_16 else 17 if name in ROUND_17 else 18 if name in ROUND_18 else 19 if name in ROUND_19 else 20 if name in ROUND_20 else 21 if name in ROUND_21 else 22 if name in ROUND_22 else 23 if name in ROUND_23 else 24 if name in ROUND_24 else 25 if name in ROUND_25 else 26 if name in ROUND_26 else 27 if name in ROUND_27 else 28 if name in ROUND_28 else 29 if name in ROUND_29 else 1
     for name in FAMILY}
