@@ -105,21 +105,21 @@ def remove_left_folders(before: set[str]) -> list[str]:
     only where every file in it is a socket that no live process is bound to (the folder is listed
     before the kernel's sockets are read, so one bound meanwhile is not in the list): an empty one,
     or one another process (another pytest worker's check) is still using, stays. Returns those removed."""
-    removed = []
+    left = {}
     for folder in sorted(temp_folders() - before):
         try:
             with os.scandir(folder) as found:
                 files = [entry.path for entry in found]
-            sockets = all(stat.S_ISSOCK(os.lstat(path).st_mode) for path in files)
+            if files and all(stat.S_ISSOCK(os.lstat(path).st_mode) for path in files):
+                left[folder] = files
         except OSError:
             continue
-        bound = _bound_sockets()
-        if bound is None:  # no /proc/net/unix (not Linux): whose a socket is cannot be told, so nothing goes
-            return removed
-        if not files or not sockets or set(files) & bound:
-            continue
+    bound = _bound_sockets() if left else set()  # read once, after every folder was listed
+    if bound is None:  # no /proc/net/unix (not Linux): whose a socket is cannot be told, so nothing goes
+        return []
+    removed = [folder for folder, files in left.items() if not set(files) & bound]
+    for folder in removed:
         shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder)
     return removed
 
 

@@ -190,7 +190,8 @@ _ADDRESS_KEY = re.compile(r"^\[['\"]?(\d{12,20})['\"]?\]$")
 
 def _by_address(link: Link) -> bool:
     found = _ADDRESS_KEY.match(link.name)
-    return found is not None and int(found.group(1)) >= 2**32 and int(found.group(1)) % 8 == 0
+    address = int(found.group(1)) if found else 0
+    return address >= 2**32 and address % 8 == 0
 
 
 def _module_hooks(e: Evidence) -> str | None:

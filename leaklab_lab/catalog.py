@@ -717,6 +717,7 @@ def _matching(signatures: dict[str, Any], results: list[tuple[str, dict[str, Any
     out.append("")
     out += _first_measured(results)
     out += _reader_agreement()
+    out += _adjudicated()
     if misses:
         out += ["Steps whose family was named wrong (or not at all):", "", *misses, ""]
     return out
@@ -766,8 +767,7 @@ def _reader_agreement() -> list[str]:
         rows = [("the second reader and the first", counts["readers"], "first"),
                 (f"the check (its rules at {document.get('rules_at', '?')}) and the first reader", counts["check_and_first"], "first"),
                 ("the check and the second reader", counts["check_and_second"], "second")]
-        out += [f"The answers above are one reader's. A second reader, blind to the first and to the check, answered {sampled}, "
-                f"{counts['steps']} held-out steps ({link}, [tools/reader_agreement.py](tools/reader_agreement.py)):", "",
+        out += [f"A second reader answered {sampled}, {counts['steps']} held-out steps ({link}):", "",
                 "| who | same family | same entry, or both none | same entry where the first of the two named one | none where the first of the two said none |",
                 "| --- | --- | --- | --- | --- |"]
         for who, c, first in rows:
@@ -779,7 +779,10 @@ def _reader_agreement() -> list[str]:
                     f"{agreed['family_agreed']}; where they gave the same entry (or both none), the check's first suggestion "
                     f"was that entry (or nothing close) on {agreed['check_entry']} of {agreed['entry_agreed']}."]
         out.append("")
-    return out + _adjudicated()
+    if not out:
+        return []
+    return ["The answers above are one reader's (each step's writer). A second reader, blind to the first and to the check, "
+            "answered some of the steps again ([tools/reader_agreement.py](tools/reader_agreement.py)):", "", *out]
 
 
 def _adjudicated() -> list[str]:
